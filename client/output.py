@@ -1,0 +1,42 @@
+"""How the command line shows results: a readable table, or JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+_STATUS_STYLE = {"ok": "green", "error": "red", "crash": "bold red", "timeout": "yellow",
+                 "oom": "yellow", "incompatible": "blue", "infra_error": "magenta"}
+
+
+def print_json(data: Any) -> None:
+    """JSON on stdout, nothing else."""
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def runs_table(runs: list[dict[str, Any]], title: str | None = None) -> Table:
+    """One row per run: variant, environment, status, stage, signature."""
+    table = Table(title=title, show_lines=False)
+    for column in ("variant", "environment", "status", "stage", "signature"):
+        table.add_column(column, overflow="fold")
+    for run in runs:
+        status = run.get("status") or "?"
+        style = _STATUS_STYLE.get(status, "")
+        table.add_row(run.get("variant", ""), run.get("environment", ""),
+                      f"[{style}]{status}[/{style}]" if style else status,
+                      run.get("stage") or "", run.get("signature") or "")
+    return table
+
+
+def print_runs(runs: list[dict[str, Any]], title: str | None = None) -> None:
+    """The runs as a table on stdout."""
+    Console(width=max(Console().width, 140)).print(runs_table(runs, title))
+
+
+def error_console() -> Console:
+    """Where messages for people go."""
+    return Console(stderr=True)

@@ -1,0 +1,105 @@
+"""Entry point: `python -m harness CASE.json --variant NAME --events fd:3 --workdir DIR`.
+
+Runs one variant of one case in the TVM this interpreter has, reporting
+events (stages, passes, the result) on the event channel; everything the case
+prints goes to the ordinary stdout and stderr, which the runtime caps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from .classify import Outcome, classify
+from .events import EventSink
+from .modes import run_module_case, run_script_case
+from .porting import detect, port
+from .tracing import Tracer, stage_of
+
+
+def _parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="harness", description=__doc__)
+    parser.add_argument("case", type=Path, help="the case JSON (target and limits filled in)")
+    parser.add_argument("--variant", default="script", help="which variant to run")
+    parser.add_argument("--events", required=True, help="fd:N or a file path for the events")
+    parser.add_argument("--workdir", type=Path, default=Path.cwd(), help="writable scratch dir")
+    return parser.parse_args(argv)
+
+
+def _tvm_facts(tvm: Any) -> dict[str, Any]:
+    libinfo = {str(k): str(v) for k, v in tvm.support.libinfo().items()}
+    return {"version": tvm.__version__, "libinfo": libinfo}
+
+
+def _import_tvm() -> Any:
+    import tvm
+    import tvm.relax  # noqa: F401  (the Relax VM and passes)
+    import tvm.script  # noqa: F401  (the TVMScript parsers)
+
+    return tvm
+
+
+def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path) -> dict[str, Any]:
+    """Run the case and return the result fields the harness knows."""
+    script_mode = case.get("script") is not None
+    tracer = Tracer(sink, idle_stage="script" if script_mode else None)
+    tracer.enter("import")
+    fields: dict[str, Any] = {"rewrites": [], "outputs": None}
+    try:
+        tvm = _import_tvm()
+        fields["tvm"] = _tvm_facts(tvm)
+        sink.emit("start", tvm=fields["tvm"])
+        tracer.install(tvm)
+        tracer.enter("parse")
+        text, fields["rewrites"] = port(case["script"] if script_mode else case["source"], detect(tvm))
+        sink.emit("rewrites", rewrites=fields["rewrites"])
+        if script_mode:
+            tracer.enter("script")
+            fields.update(run_script_case(text, workdir))
+        else:
+            variant = next(v for v in case["variants"] if v["name"] == variant_name)
+            fields.update(run_module_case(tvm, case, variant, tracer, workdir, text))
+        outcome = Outcome("ok")
+        stage = tracer.stage
+    except BaseException as exc:  # the case's failure is the result, whatever it is
+        traceback.print_exc()
+        outcome = classify(exc)
+        stage = stage_of(exc) or tracer.stage
+        if tracer.stage == "import" and outcome.status == "error":
+            outcome = Outcome("infra_error", outcome.error_type, outcome.message, outcome.signature)
+    fields.update(
+        status=outcome.status,
+        stage=stage,
+        error_type=outcome.error_type,
+        message=outcome.message,
+        signature=outcome.signature,
+    )
+    return fields
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run, report the result event, and leave without running user atexit handlers."""
+    args = _parse_args(sys.argv[1:] if argv is None else argv)
+    sink = EventSink(args.events)
+    faulthandler.enable()  # a segfault still leaves a Python traceback in stderr
+    started = time.perf_counter()
+    case = json.loads(args.case.read_text())
+    os.chdir(args.workdir)
+    sys.argv = [str(args.workdir / "repro.py")]
+    fields = run(case, args.variant, sink, args.workdir)
+    fields["harness_seconds"] = round(time.perf_counter() - started, 6)
+    sink.emit("result", **fields)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""Seeded inputs shaped by a Relax function's signature, and a summary of its outputs."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+DEFAULT_SHAPE_VAR = 4
+
+
+def _param_info(param: Any) -> Any:
+    return getattr(param, "ty", None) or getattr(param, "struct_info", None)
+
+
+def _dim(dim: Any, shape_vars: dict[str, int]) -> int:
+    value = getattr(dim, "value", None)
+    if isinstance(value, int):
+        return value
+    return shape_vars.get(str(dim), DEFAULT_SHAPE_VAR)
+
+
+def _array(info: Any, rng: np.random.RandomState, shape_vars: dict[str, int]) -> np.ndarray:
+    shape = tuple(_dim(d, shape_vars) for d in info.shape)
+    dtype = str(info.dtype)
+    if dtype.startswith("float") or dtype.startswith("bfloat"):
+        return rng.standard_normal(shape).astype(dtype)
+    if dtype == "bool":
+        return rng.randint(0, 2, shape).astype(bool)
+    return rng.randint(0, 10, shape).astype(dtype)
+
+
+def make_inputs(tvm: Any, func: Any, device: Any, seed: int, shape_vars: dict[str, int]) -> list:
+    """One TVM tensor per tensor parameter of `func`, from numpy's seeded generator."""
+    rng = np.random.RandomState(seed)
+    to_tensor = getattr(tvm.runtime, "tensor", None) or tvm.nd.array
+    args = []
+    for param in func.params:
+        info = _param_info(param)
+        if info is None or getattr(info, "shape", None) is None:
+            raise TypeError(f"cannot generate an input for parameter {param.name_hint}: {info}")
+        args.append(to_tensor(_array(info, rng, shape_vars), device))
+    return args
+
+
+def summarize(value: Any) -> Any:
+    """Shape, dtype and checksums of an output (recursively for tuples)."""
+    if hasattr(value, "numpy"):
+        array = value.numpy()
+        return {
+            "shape": list(array.shape),
+            "dtype": str(array.dtype),
+            "sha256": hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest(),
+            "sum": float(np.asarray(array, dtype=np.float64).sum()),
+        }
+    if isinstance(value, list | tuple) or type(value).__name__ in ("Array", "ADT", "Tuple"):
+        return [summarize(item) for item in value]
+    return {"value": str(value)}

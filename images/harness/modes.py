@@ -1,0 +1,73 @@
+"""The two ways a case runs: module mode (TVMScript + passes + build + VM) and script mode."""
+
+from __future__ import annotations
+
+import runpy
+import time
+from pathlib import Path
+from typing import Any
+
+from .inputs import make_inputs, summarize
+from .porting import Incompatible
+from .tracing import Tracer
+
+# Targets whose code runs on the host CPU; any other target kind names its device.
+_DEVICE_OF_TARGET = {"llvm": "cpu", "c": "cpu"}
+
+
+def run_source(path: Path, source: str, run_name: str) -> dict[str, Any]:
+    """Execute ported source as a real file, so TVMScript and tracebacks can read its lines."""
+    path.write_text(source)
+    return runpy.run_path(str(path), run_name=run_name)
+
+
+def resolve_pass(tvm: Any, spec: dict[str, Any]) -> Any:
+    """Instantiate a pass by name from relax.transform, then tirx/tir.transform."""
+    name, args = spec["name"], spec.get("args") or {}
+    namespaces = [tvm.relax.transform]
+    for tir_name in ("tirx", "tir"):
+        tir = getattr(tvm, tir_name, None)
+        if tir is not None:
+            namespaces.append(tir.transform)
+    for namespace in namespaces:
+        factory = getattr(namespace, name, None)
+        if callable(factory):
+            return factory(**args)
+    raise Incompatible(f"pass {name} does not exist in TVM {tvm.__version__}")
+
+
+def run_module_case(tvm: Any, case: dict[str, Any], variant: dict[str, Any], tracer: Tracer,
+                    workdir: Path, source: str) -> dict[str, Any]:
+    """Parse the module, apply the variant's passes one by one, build, create the VM, call entry."""
+    tracer.enter("parse")
+    namespace = run_source(workdir / "case_module.py", source, "case_module")
+    mod = namespace.get(case["module"])
+    if mod is None or not isinstance(mod, tvm.IRModule):
+        raise NameError(f"the source defines no IRModule named {case['module']!r}")
+
+    with tvm.transform.PassContext(opt_level=case["opt_level"]):
+        for index, spec in enumerate(variant["passes"]):
+            tracer.enter(f"pass:{index}:{spec['name']}")
+            mod = resolve_pass(tvm, spec)(mod)
+        executable = tvm.relax.build(mod, target=tvm.target.Target(case["target"]))
+
+    device = tvm.device(_DEVICE_OF_TARGET.get(kind := tvm.target.Target(case["target"]).kind.name, kind), 0)
+    vm = tvm.relax.VirtualMachine(executable, device)
+    if not case.get("entry"):
+        return {"outputs": None}
+    entry = case["entry"]
+    func = mod[entry] if entry in [g.name_hint for g in mod.get_global_vars()] else None
+    if func is None:
+        raise NameError(f"entry function {entry!r} is not in the module after the passes")
+    inputs = case.get("inputs") or {}
+    args = make_inputs(tvm, func, device, inputs.get("seed", 0), inputs.get("shape_vars") or {})
+    started = time.perf_counter()
+    output = vm[entry](*args)
+    elapsed = time.perf_counter() - started
+    return {"outputs": summarize(output), "run_seconds": round(elapsed, 6)}
+
+
+def run_script_case(script: str, workdir: Path) -> dict[str, Any]:
+    """Run the (ported) script as __main__; instrumentation reports the stages."""
+    run_source(workdir / "repro.py", script, "__main__")
+    return {"outputs": None}

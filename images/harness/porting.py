@@ -1,0 +1,178 @@
+"""Porting rules: rewrite a report's TVMScript and API use to the environment's TVM.
+
+Rules are chosen by what the installed TVM provides (Features, detected once),
+never by version strings: a release candidate or a backport may differ from
+its neighbours. Each rule is a pure text rewrite, named in the result's
+`rewrites` when it changed something. A construct that no rewrite can express
+on this TVM raises Incompatible, which ends the run as `incompatible`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+class Incompatible(Exception):
+    """The case cannot be expressed on this TVM version, even after porting."""
+
+
+@dataclass(frozen=True)
+class Features:
+    """What the installed TVM provides, as far as porting cares."""
+
+    tirx: bool = True  # tvm.tirx / tvm.script.tirx (0.25+) instead of tvm.tir
+    sblock: bool = True  # T.sblock / T.sblock_attr instead of T.block / T.block_attr
+    prim_func_s_tir: bool = True  # @T.prim_func(s_tir=True) needed for block-based TIR
+    out_ty: bool = True  # R.call_tir(..., out_ty=) and ty_args= (0.26+)
+    call_tir_vars: bool = False  # R.call_tir(..., tir_vars=) still exists
+    struct_info: bool = False  # relax.TensorStructInfo & co. (before 0.26)
+    runtime_tensor: bool = True  # tvm.runtime.tensor instead of tvm.nd.array
+    s_tir: bool = True  # tvm.s_tir.dlight / tvm.s_tir.Schedule
+
+
+def _importable(name: str) -> bool:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
+
+
+def detect(tvm: Any) -> Features:
+    """Inspect the imported TVM."""
+    from tvm.script import relax as R
+
+    call_tir_params = inspect.signature(R.call_tir).parameters
+    tirx = _importable("tvm.script.tirx")
+    script_tir = importlib.import_module("tvm.script.tirx" if tirx else "tvm.script.tir")
+    prim_func_params = inspect.signature(script_tir.prim_func).parameters
+    return Features(
+        tirx=tirx,
+        sblock=hasattr(script_tir, "sblock"),
+        prim_func_s_tir="s_tir" in prim_func_params,
+        out_ty="out_ty" in call_tir_params,
+        call_tir_vars="tir_vars" in call_tir_params,
+        struct_info=hasattr(tvm.relax, "TensorStructInfo"),
+        runtime_tensor=hasattr(tvm.runtime, "tensor"),
+        s_tir=_importable("tvm.s_tir"),
+    )
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rewrite: applied when `needed(features)` holds; listed when it changed the text."""
+
+    name: str
+    needed: Callable[[Features], bool]
+    rewrite: Callable[[str], str]
+
+
+def _sub(pattern: str, replacement: str) -> Callable[[str], str]:
+    compiled = re.compile(pattern, re.MULTILINE)
+    return lambda text: compiled.sub(replacement, text)
+
+
+def _chain(*steps: Callable[[str], str]) -> Callable[[str], str]:
+    def run(text: str) -> str:
+        for step in steps:
+            text = step(text)
+        return text
+
+    return run
+
+
+_PRIM_FUNC = re.compile(r"@(?P<alias>\w+)\.prim_func(?P<args>\((?P<inner>[^()]*)\))?")
+
+
+def _add_s_tir(text: str) -> str:
+    """Mark prim funcs of a module that uses blocks as s_tir (else the parser rejects them)."""
+    if not re.search(r"\bT\.sblock\(", text):
+        return text
+
+    def fix(match: re.Match[str]) -> str:
+        inner = (match["inner"] or "").strip()
+        if "s_tir" in inner:
+            return match[0]
+        args = f"{inner}, s_tir=True" if inner else "s_tir=True"
+        return f"@{match['alias']}.prim_func({args})"
+
+    return _PRIM_FUNC.sub(fix, text)
+
+
+def _refuse_tir_vars(text: str) -> str:
+    if re.search(r"\btir_vars\s*=", text):
+        raise Incompatible("R.call_tir(..., tir_vars=...) no longer exists in this TVM")
+    return text
+
+
+_STRUCT_INFO_NAMES = ("Tensor", "Tuple", "Shape", "Func", "Object")
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "dlight-and-schedule-to-s_tir",
+        lambda f: f.s_tir,
+        _chain(
+            _sub(r"\bfrom tvm import dlight\b", "from tvm.s_tir import dlight"),
+            _sub(r"\bimport tvm\.dlight as\b", "import tvm.s_tir.dlight as"),
+            _sub(r"\btvm\.dlight\b", "tvm.s_tir.dlight"),
+            _sub(r"\btvm\.tir\.Schedule\b", "tvm.s_tir.Schedule"),
+            _sub(r"\bfrom tvm\.tir import Schedule\b", "from tvm.s_tir import Schedule"),
+        ),
+    ),
+    Rule(
+        "tir-to-tirx",
+        lambda f: f.tirx,
+        _chain(
+            _sub(r"\bfrom tvm\.script import tir\b", "from tvm.script import tirx"),
+            _sub(r"\btvm\.script\.tir\b", "tvm.script.tirx"),
+            _sub(r"\bfrom tvm import tir\b", "from tvm import tirx as tir"),
+            _sub(r"\btvm\.tir\b", "tvm.tirx"),
+        ),
+    ),
+    Rule(
+        "block-to-sblock",
+        lambda f: f.sblock,
+        _chain(_sub(r"\bT\.block\(", "T.sblock("), _sub(r"\bT\.block_attr\(", "T.sblock_attr(")),
+    ),
+    Rule("prim-func-s_tir", lambda f: f.prim_func_s_tir, _add_s_tir),
+    Rule("out_sinfo-to-out_ty", lambda f: f.out_ty, _sub(r"\bout_sinfo\s*=", "out_ty=")),
+    Rule("out_ty-to-out_sinfo", lambda f: not f.out_ty, _sub(r"\bout_ty\s*=", "out_sinfo=")),
+    Rule("sinfo_args-to-ty_args", lambda f: f.out_ty, _sub(r"\bsinfo_args\s*=", "ty_args=")),
+    Rule("ty_args-to-sinfo_args", lambda f: not f.out_ty, _sub(r"\bty_args\s*=", "sinfo_args=")),
+    Rule(
+        "struct_info-to-type",
+        lambda f: not f.struct_info,
+        _chain(
+            *(_sub(rf"\b{n}StructInfo\b", f"{n}Type") for n in _STRUCT_INFO_NAMES),
+            _sub(r"\.struct_info\b", ".ty"),
+        ),
+    ),
+    Rule("call_tir-tir_vars-removed", lambda f: not f.call_tir_vars, _refuse_tir_vars),
+    Rule(
+        "nd-array-to-runtime-tensor",
+        lambda f: f.runtime_tensor,
+        _chain(
+            _sub(r"\btvm\.nd\.array\(", "tvm.runtime.tensor("),
+            _sub(r"\btvm\.nd\.empty\(", "tvm.runtime.empty("),
+            _sub(r"\.asnumpy\(\)", ".numpy()"),
+        ),
+    ),
+)
+
+
+def port(source: str, features: Features, rules: tuple[Rule, ...] = RULES) -> tuple[str, list[str]]:
+    """Apply every needed rule; return the new text and the names of rules that changed it."""
+    applied = []
+    for rule in rules:
+        if not rule.needed(features):
+            continue
+        rewritten = rule.rewrite(source)
+        if rewritten != source:
+            applied.append(rule.name)
+            source = rewritten
+    return source, applied

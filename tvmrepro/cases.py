@@ -1,0 +1,154 @@
+"""The case a user submits (CONTRACT.md), validated at the edge with messages that name the field."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from tvmrepro.errors import BadInput
+from tvmrepro.settings import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, MAX_MEMORY_MB, MAX_TIMEOUT_S
+
+SCRIPT_VARIANT = "script"
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class PassSpec(BaseModel):
+    """One pass: a name in tvm.relax.transform / tvm.tirx.transform, with keyword arguments."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _identifier(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"{value!r} is not a pass name")
+        return value
+
+
+class Variant(BaseModel):
+    """A named pass sequence to apply to the module."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    passes: list[PassSpec]
+
+    @field_validator("name")
+    @classmethod
+    def _short(cls, value: str) -> str:
+        if not _VARIANT_NAME.match(value):
+            raise ValueError("variant names are 1-64 letters, digits, '.', '_' or '-'")
+        return value
+
+    @field_validator("passes", mode="before")
+    @classmethod
+    def _names_to_specs(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [{"name": p} if isinstance(p, str) else p for p in value]
+        return value
+
+
+class Inputs(BaseModel):
+    """How entry inputs are generated: seeded random data shaped by the signature."""
+
+    model_config = ConfigDict(extra="forbid")
+    seed: int = 0
+    # Values for symbolic shape variables (e.g. {"n": 16}); unnamed ones default to 4.
+    shape_vars: dict[str, int] = Field(default_factory=dict)
+
+
+class Case(BaseModel):
+    """A bug report: TVMScript plus pass sequences (module mode), or a whole script."""
+
+    model_config = ConfigDict(extra="forbid")
+    title: str = ""
+    source: str | None = None
+    module: str = "Module"
+    variants: list[Variant] | None = None
+    script: str | None = None
+    target: str | None = None
+    opt_level: int = Field(default=3, ge=0, le=4)
+    entry: str | None = None
+    inputs: Inputs = Field(default_factory=Inputs)
+    timeout_s: int = Field(default=DEFAULT_TIMEOUT_S, ge=1, le=MAX_TIMEOUT_S)
+    memory_mb: int = Field(default=DEFAULT_MEMORY_MB, ge=256, le=MAX_MEMORY_MB)
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> Case:
+        if self.script is not None:
+            if self.source is not None or self.variants is not None:
+                raise ValueError("give either 'script' or 'source' with 'variants', not both")
+            return self
+        if self.source is None:
+            raise ValueError("missing 'source' (TVMScript defining an IRModule) or 'script'")
+        if not self.variants:
+            raise ValueError("missing 'variants' (at least one named pass sequence)")
+        names = [v.name for v in self.variants]
+        if len(set(names)) != len(names):
+            raise ValueError(f"variant names must be unique, got {names}")
+        if not _NAME.match(self.module):
+            raise ValueError(f"module {self.module!r} is not a Python name")
+        return self
+
+    @property
+    def is_script(self) -> bool:
+        """True for a script-mode case."""
+        return self.script is not None
+
+    @property
+    def variant_names(self) -> list[str]:
+        """The names of the runs one environment makes of this case."""
+        return [SCRIPT_VARIANT] if self.variants is None else [v.name for v in self.variants]
+
+    def variant(self, name: str) -> Variant | None:
+        """The variant called `name` (None in script mode); BadInput if there is none."""
+        if self.variants is None:
+            if name != SCRIPT_VARIANT:
+                raise BadInput("variant", f"a script case has only the variant {SCRIPT_VARIANT!r}")
+            return None
+        for variant in self.variants:
+            if variant.name == name:
+                return variant
+        raise BadInput("variant", f"no variant {name!r}; the case has {self.variant_names}")
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def parse_case(data: Any) -> Case:
+    """Validate a decoded JSON value as a Case; BadInput names the first wrong field."""
+    if not isinstance(data, dict):
+        raise BadInput("case", f"must be a JSON object, got {type(data).__name__}")
+    try:
+        return Case.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(p for p in err["loc"] if p not in ("function-after[_names_to_specs(), list[PassSpec]]",))
+        field = _field_path(loc) or "case"
+        msg = err["msg"].removeprefix("Value error, ")
+        raise BadInput(field, msg) from exc
+
+
+def load_case_file(path: Path) -> Case:
+    """Read a case: a .json file is a case, a .py file is a script-mode case."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise BadInput(str(path), f"cannot read: {exc.strerror}") from exc
+    if path.suffix == ".py":
+        return parse_case({"title": path.name, "script": text})
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInput(str(path), f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    return parse_case(data)

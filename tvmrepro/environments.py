@@ -1,0 +1,103 @@
+"""The environment catalog: images/environments.toml read into typed records."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from packaging.version import Version
+
+from images import ENVIRONMENTS_FILE
+from tvmrepro.errors import UnknownEnvironment
+
+_ID = re.compile(r"^tvm-(?P<release>.+)-(?P<device>[a-z]+)$")
+
+
+@dataclass(frozen=True)
+class Environment:
+    """One pinned TVM build: its id, device, exact package pins and image tag."""
+
+    id: str
+    release: str
+    device: str
+    packages: dict[str, str]
+    target: str
+    image: str
+    base_image: str
+    dockerfile: str
+    python: str
+    verified: str
+
+    @property
+    def version(self) -> Version:
+        """The TVM version, for ordering (PEP 440)."""
+        return Version(self.release)
+
+    def requirements(self) -> list[str]:
+        """Exact requirement lines, e.g. ['apache-tvm==0.25.0', ...]."""
+        return [f"{name}=={pin}" for name, pin in sorted(self.packages.items())]
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """All known environments, sorted by TVM version then device."""
+
+    environments: tuple[Environment, ...]
+
+    @property
+    def ids(self) -> list[str]:
+        """Every environment id, in catalog order."""
+        return [env.id for env in self.environments]
+
+    def get(self, env_id: str, field: str = "environments") -> Environment:
+        """The environment with this id, or UnknownEnvironment naming `field`."""
+        for env in self.environments:
+            if env.id == env_id:
+                return env
+        raise UnknownEnvironment(env_id, self.ids, field)
+
+    def select(self, ids: list[str] | None, device: str | None = None) -> list[Environment]:
+        """The named environments in catalog order (all of `device`, or all, when ids is empty)."""
+        if ids:
+            chosen = {self.get(i, f"environments[{n}]").id for n, i in enumerate(ids)}
+            return [env for env in self.environments if env.id in chosen]
+        return [env for env in self.environments if device is None or env.device == device]
+
+
+def load_catalog(path: Path = ENVIRONMENTS_FILE) -> Catalog:
+    """Parse an environments file into a Catalog."""
+    data = tomllib.loads(path.read_text())
+    envs = []
+    for release, rel in data["releases"].items():
+        for device, dev in data["devices"].items():
+            envs.append(
+                Environment(
+                    id=f"tvm-{release}-{device}",
+                    release=release,
+                    device=device,
+                    packages={**rel["packages"], **dev["packages"]},
+                    target=dev["target"],
+                    image=data["image"].format(release=release, device=device),
+                    base_image=dev["base_image"],
+                    dockerfile=dev["dockerfile"],
+                    python=data["python"],
+                    verified=rel.get("verified", ""),
+                )
+            )
+    envs.sort(key=lambda e: (e.version, e.device))
+    return Catalog(tuple(envs))
+
+
+@cache
+def default_catalog() -> Catalog:
+    """The catalog of this checkout (read once)."""
+    return load_catalog()
+
+
+def parse_env_id(env_id: str) -> tuple[str, str] | None:
+    """Split 'tvm-<release>-<device>' into (release, device), or None if it is not shaped so."""
+    match = _ID.match(env_id)
+    return (match["release"], match["device"]) if match else None

@@ -1,0 +1,43 @@
+"""Faults of tvm-repro itself, rooted at one class.
+
+    ReproError                  anything tvm-repro raises on purpose
+    ├── BadInput                the user gave something wrong (exit code 2, HTTP 400);
+    │                           `.field` names what, e.g. "variants[1].passes[0]"
+    │   └── UnknownEnvironment  an environment id not in images/environments.toml
+    ├── ProvisionError          a pinned environment could not be made
+    └── RuntimeFault            the sandbox or engine failed, not the case (infra_error)
+
+A case that fails, crashes or times out is a result with a status, never an
+exception: these are only for faults of the service and for bad input.
+"""
+
+from __future__ import annotations
+
+
+class ReproError(Exception):
+    """Root of every error tvm-repro raises on purpose."""
+
+
+class BadInput(ReproError):
+    """The input is wrong; `field` names the part that is."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}" if field else problem)
+        self.field = field
+        self.problem = problem
+
+
+class UnknownEnvironment(BadInput):
+    """An environment id that the catalog does not list."""
+
+    def __init__(self, env_id: str, known: list[str], field: str = "environments") -> None:
+        super().__init__(field, f"unknown environment {env_id!r}; known: {', '.join(known)}")
+        self.env_id = env_id
+
+
+class ProvisionError(ReproError):
+    """A pinned environment could not be created."""
+
+
+class RuntimeFault(ReproError):
+    """The sandbox or container engine failed; the run ends as infra_error."""

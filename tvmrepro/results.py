@@ -1,0 +1,70 @@
+"""The result of one run (one case variant in one environment), as CONTRACT.md shapes it."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class Status(str, Enum):
+    """How a run ended."""
+
+    OK = "ok"
+    ERROR = "error"  # TVM or Python raised
+    CRASH = "crash"  # killed by a signal
+    TIMEOUT = "timeout"
+    OOM = "oom"
+    INCOMPATIBLE = "incompatible"  # not expressible on this TVM, even after porting
+    INFRA_ERROR = "infra_error"  # the service failed, not the case
+
+
+class FunctionInfo(BaseModel):
+    """One function of the module after a pass."""
+
+    name: str
+    kind: str
+    attrs: dict[str, Any] = Field(default_factory=dict)
+
+
+class PassRecord(BaseModel):
+    """A top-level pass that completed: its time, the function table and the IR after it."""
+
+    index: int
+    name: str
+    seconds: float
+    functions: list[FunctionInfo]
+    ir: str
+
+
+class Log(BaseModel):
+    """What the run printed, each stream capped."""
+
+    stdout: str = ""
+    stderr: str = ""
+    truncated: bool = False
+
+
+class Result(BaseModel):
+    """One run's outcome."""
+
+    environment: str
+    variant: str
+    status: Status
+    stage: str | None = None
+    error_type: str | None = None
+    message: str | None = None
+    signature: str | None = None
+    signal: str | None = None
+    rewrites: list[str] = Field(default_factory=list)
+    passes: list[PassRecord] = Field(default_factory=list)
+    outputs: Any = None
+    tvm: dict[str, Any] | None = None
+    seconds: dict[str, float] = Field(default_factory=dict)
+    isolation: dict[str, Any] = Field(default_factory=dict)
+    log: Log = Field(default_factory=Log)
+
+    def to_json(self) -> dict[str, Any]:
+        """The result as plain JSON data."""
+        return self.model_dump(mode="json")

@@ -1,0 +1,1 @@
+"""The worker side: provisioning pinned environments, runtimes that sandbox a run, Celery tasks."""

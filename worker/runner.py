@@ -1,0 +1,94 @@
+"""Run one case variant in one environment through a runtime, and make the Result."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from tvmrepro.cases import Case
+from tvmrepro.environments import Environment
+from tvmrepro.results import Log, PassRecord, Result, Status
+from worker.runtimes.base import Execution, Runtime, SandboxJob
+
+# How a run that ended without a result event reads, by why it ended.
+_KILLED_BY_US = "the run exceeded its time limit of {limit} s and was killed"
+_EXITED = "the process exited with status {rc} before the harness could report"
+_HARNESS_FAILED = "the harness ended with exit status {rc} before it could start the case"
+
+
+def harness_case(case: Case, env: Environment) -> dict[str, Any]:
+    """The case as the harness reads it: plain JSON, target defaulted by the environment."""
+    data = case.model_dump(mode="json")
+    data["target"] = case.target or env.target
+    return data
+
+
+def run_variant(case: Case, variant: str, env: Environment, runtime: Runtime,
+                run_id: str | None = None, job_id: str = "local") -> Result:
+    """Run `variant` of `case` in `env` and classify what happened."""
+    case.variant(variant)  # BadInput for an unknown variant
+    job = SandboxJob(run_id=run_id or uuid.uuid4().hex, job_id=job_id, env=env,
+                     case=harness_case(case, env), variant=variant)
+    execution = runtime.execute(job)
+    return assemble_result(job, execution)
+
+
+def _last(events: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:
+    return next((e for e in reversed(events) if e["event"] == kind), None)
+
+
+def _outcome_without_result(job: SandboxJob, ex: Execution, started: bool) -> dict[str, Any]:
+    """Why the harness gave no result: timeout, out of memory, a signal, or an exit."""
+    if ex.timed_out:
+        message = _KILLED_BY_US.format(limit=job.timeout_s)
+        return {"status": Status.TIMEOUT, "error_type": "Timeout", "message": message}
+    if ex.signal == "SIGXCPU":
+        message = f"the run used more than its CPU time limit ({job.timeout_s} s)"
+        return {"status": Status.TIMEOUT, "error_type": "Timeout", "message": message}
+    if ex.oom_killed or ex.signal == "SIGKILL" or "std::bad_alloc" in ex.stderr:
+        message = f"the run was killed for exceeding its memory limit of {job.memory_mb} MB"
+        return {"status": Status.OOM, "error_type": "OutOfMemory", "message": message}
+    if ex.signal:
+        message = f"the process was killed by {ex.signal}"
+        return {"status": Status.CRASH, "error_type": ex.signal, "message": message,
+                "signal": ex.signal}
+    if not started:  # the harness itself never got going: a fault of ours, not the case's
+        message = _HARNESS_FAILED.format(rc=ex.returncode)
+        return {"status": Status.INFRA_ERROR, "error_type": "HarnessFailed", "message": message}
+    message = _EXITED.format(rc=ex.returncode)
+    return {"status": Status.ERROR, "error_type": "Exit", "message": message}
+
+
+def assemble_result(job: SandboxJob, ex: Execution) -> Result:
+    """Merge the harness's events with what the runtime saw."""
+    events = ex.events
+    result_event = _last(events, "result")
+    start = _last(events, "start") or {}
+    stage_event = _last(events, "stage")
+    rewrites = (_last(events, "rewrites") or {}).get("rewrites", [])
+    passes = [PassRecord.model_validate({k: v for k, v in e.items() if k != "event"})
+              for e in events if e["event"] == "pass"]
+    fields: dict[str, Any]
+    if result_event and not ex.timed_out:
+        fields = {k: result_event.get(k) for k in ("status", "stage", "error_type", "message",
+                                                   "signature", "outputs")}
+    else:
+        fields = _outcome_without_result(job, ex, started=bool(start))
+        fields["stage"] = stage_event["stage"] if stage_event else None
+        fields["signature"] = f"{fields['error_type']}: {fields['message']}"
+        if fields["status"] == Status.CRASH:
+            fields["signature"] = f"crash: {ex.signal}"
+    seconds = {"total": round(ex.seconds, 3)}
+    if result_event and "harness_seconds" in result_event:
+        seconds["harness"] = result_event["harness_seconds"]
+    return Result(
+        environment=job.env.id,
+        variant=job.variant,
+        rewrites=rewrites,
+        passes=passes,
+        tvm=start.get("tvm") or (result_event or {}).get("tvm"),
+        seconds=seconds,
+        isolation=ex.isolation,
+        log=Log(stdout=ex.stdout, stderr=ex.stderr, truncated=ex.truncated),
+        **fields,
+    )
