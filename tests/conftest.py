@@ -24,13 +24,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def shared_case(name: str) -> Path:
-    """A file from the shared cases (e.g. 'tvm-17357/case.json'), or skip if absent."""
-    for root in (SHARED, REPO / "tests" / "cases"):
-        if (root / "cases" / name).exists():
-            return root / "cases" / name
+    """A case file (e.g. 'tvm-17357/case.json'): ../shared/cases, else the copy in tests/cases."""
+    for root in (SHARED / "cases", REPO / "tests" / "cases"):
         if (root / name).exists():
             return root / name
-    pytest.skip(f"shared case {name} not found")
+    raise FileNotFoundError(f"case {name} is neither in ../shared/cases nor in tests/cases")
 
 
 @pytest.fixture(scope="session")
