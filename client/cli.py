@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from client.output import error_console, print_json, print_runs
-from tvmrepro.cases import Case, load_case_file
+from tvmrepro.cases import Case, check_pass_names, load_case_file
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput, ReproError
 from tvmrepro.settings import Settings
@@ -110,10 +110,13 @@ def run_locally(case: Case, envs: list[Environment], variants: list[str],
 
     settings = Settings.from_env()
     runtime = make_runtime(runtime_name, settings)
+    if runtime_name == "local":
+        known: set[str] = set()
+        for environment in envs:
+            known.update(provision(settings, environment).get("passes", []))
+        check_pass_names(case, known)
     runs = []
     for environment in envs:
-        if runtime_name == "local":
-            provision(settings, environment)
         for variant in variants:
             error_console().print(f"running {variant} on {environment.id} ...", highlight=False)
             runs.append(run_variant(case, variant, environment, runtime).to_json())

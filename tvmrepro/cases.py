@@ -152,3 +152,17 @@ def load_case_file(path: Path) -> Case:
     except json.JSONDecodeError as exc:
         raise BadInput(str(path), f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
     return parse_case(data)
+
+
+def check_pass_names(case: Case, known: set[str]) -> None:
+    """BadInput naming the first pass that no environment in question has (skipped if none known)."""
+    if not known or case.variants is None:
+        return
+    for v_index, variant in enumerate(case.variants):
+        for p_index, spec in enumerate(variant.passes):
+            if spec.name not in known:
+                near = sorted(n for n in known if n.lower() == spec.name.lower())
+                hint = f"; did you mean {near[0]}?" if near else ""
+                raise BadInput(f"variants[{v_index}].passes[{p_index}]",
+                               f"unknown pass {spec.name!r} (not in tvm.relax.transform or "
+                               f"tvm.tirx.transform of any selected environment){hint}")
