@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -12,8 +11,6 @@ from packaging.version import Version
 
 from images import ENVIRONMENTS_FILE
 from tvmrepro.errors import UnknownEnvironment
-
-_ID = re.compile(r"^tvm-(?P<release>.+)-(?P<device>[a-z]+)$")
 
 
 @dataclass(frozen=True)
@@ -37,7 +34,7 @@ class Environment:
         return Version(self.release)
 
     def requirements(self) -> list[str]:
-        """Exact requirement lines, e.g. ['apache-tvm==0.25.0', ...]."""
+        """Exact requirement lines ('name==version'), one per pinned package."""
         return [f"{name}=={pin}" for name, pin in sorted(self.packages.items())]
 
 
@@ -95,9 +92,3 @@ def load_catalog(path: Path = ENVIRONMENTS_FILE) -> Catalog:
 def default_catalog() -> Catalog:
     """The catalog of this checkout (read once)."""
     return load_catalog()
-
-
-def parse_env_id(env_id: str) -> tuple[str, str] | None:
-    """Split 'tvm-<release>-<device>' into (release, device), or None if it is not shaped so."""
-    match = _ID.match(env_id)
-    return (match["release"], match["device"]) if match else None

@@ -26,7 +26,7 @@ _SYNONYMS: tuple[tuple[str, str], ...] = (
 )
 _NOISE: tuple[tuple[str, str], ...] = (
     (r"0x[0-9a-fA-F]+", "0x?"),
-    (r"(?:[A-Za-z]:)?(?:/[\w.+\-@]+)+/?", "<path>"),  # absolute paths
+    (r"(?:/[\w.+\-@]+)+/?(?::\d+)*", "<path>"),  # absolute paths, with :line:column
     (r"\b[\w\-]+\.(?:py|cc|h|cpp|so)(?::\d+)?\b", "<file>"),
     (r"\bline \d+\b", "line ?"),
     (r"\bat \d+:\d+\b", "at ?"),

@@ -15,7 +15,9 @@ failure from one in the user's own Python.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import inspect
 import time
 from typing import Any
 
@@ -41,10 +43,9 @@ def stage_of(exc: BaseException) -> str | None:
 
 def _stamp(exc: BaseException, stage: str) -> None:
     if getattr(exc, STAGE_ATTR, None) is None:
-        try:
+        # Some C-level exceptions take no attributes; the stage event still names the stage.
+        with contextlib.suppress(AttributeError, TypeError):
             setattr(exc, STAGE_ATTR, stage)
-        except (AttributeError, TypeError):
-            pass  # some C-level exceptions take no attributes; the stage event still names it
 
 
 def _attr_value(value: Any) -> Any:
@@ -159,15 +160,16 @@ class Tracer:
         context_cls = tvm.transform.PassContext
         original_init = context_cls.__init__
 
+        init_signature = inspect.signature(original_init)
+
         @functools.wraps(original_init)
         def init_with_instrument(ctx: Any, *args: Any, **kwargs: Any) -> None:
-            instruments = list(kwargs.pop("instruments", None) or [])
-            if len(args) >= 4:  # instruments given positionally
-                args = list(args)
-                instruments = list(args.pop(3) or [])
+            bound = init_signature.bind(ctx, *args, **kwargs)
+            instruments = list(bound.arguments.get("instruments") or [])
             if instrument not in instruments:
                 instruments.append(instrument)
-            original_init(ctx, *args, instruments=instruments, **kwargs)
+            bound.arguments["instruments"] = instruments
+            original_init(*bound.args, **bound.kwargs)
 
         context_cls.__init__ = init_with_instrument
         # Passes run outside any `with PassContext` use the current default one: replace it.

@@ -179,6 +179,7 @@ class LocalRuntime:
                                     preexec_fn=_limits(job, self.settings.sandbox_pids))
         except OSError as exc:
             raise RuntimeFault(f"cannot start the sandbox: {exc}") from exc
+        assert proc.stdout is not None and proc.stderr is not None  # both are pipes
         readers = [CappedReader(s, self.settings.log_cap_bytes) for s in (proc.stdout, proc.stderr)]
         for reader in readers:
             reader.start()

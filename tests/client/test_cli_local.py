@@ -1,0 +1,140 @@
+"""`tvmrepro run --local` end to end on the founding case (apache/tvm#17357), real TVM."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import NEW_ENV, OLD_ENV, REPO, shared_case
+
+pytestmark = pytest.mark.tvm
+MISSING_FUNCTION = "fused_relax_nn_attention_cutlass_gv"
+
+
+def tvmrepro(*args: str, home: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the installed command line with TVMREPRO_HOME set."""
+    cli = Path(sys.executable).parent / "tvmrepro"
+    return subprocess.run([str(cli), *args], capture_output=True, text=True, input=stdin,
+                          env={"PATH": "/usr/bin:/bin", "TVMREPRO_HOME": str(home)}, cwd=REPO)
+
+
+def run_json(case: Path, home: Path) -> list[dict[str, Any]]:
+    """`tvmrepro run CASE --local --env OLD --env NEW --json`, parsed."""
+    proc = tvmrepro("run", str(case), "--local", "--env", OLD_ENV, "--env", NEW_ENV, "--json",
+                    home=home)
+    assert proc.returncode == 0, proc.stderr
+    runs: list[dict[str, Any]] = json.loads(proc.stdout)["runs"]
+    return runs
+
+
+def cell(runs: list[dict[str, Any]], variant: str, env: str) -> dict[str, Any]:
+    """The run of `variant` in `env`."""
+    return next(r for r in runs if r["variant"] == variant and r["environment"] == env)
+
+
+@pytest.fixture(scope="module")
+def module_runs(tvm_envs: dict, test_home: Path) -> list[dict[str, Any]]:
+    return run_json(shared_case("tvm-17357/case.json"), test_home)
+
+
+def test_fusetir_once_fails_at_vm_init_with_one_signature(module_runs: list[dict]) -> None:
+    old, new = (cell(module_runs, "fusetir-once", env) for env in (OLD_ENV, NEW_ENV))
+    for run in (old, new):
+        assert run["status"] == "error"
+        assert run["stage"] == "vm_init"
+        assert run["error_type"] == "InternalError"
+        assert MISSING_FUNCTION in run["signature"]
+    assert old["signature"] == new["signature"]
+    assert old["tvm"]["version"] == "0.25.0" and new["tvm"]["version"] == "0.27.0.post1"
+
+
+def test_fusetir_twice_is_ok(module_runs: list[dict]) -> None:
+    for env in (OLD_ENV, NEW_ENV):
+        assert cell(module_runs, "fusetir-twice", env)["status"] == "ok"
+
+
+def test_pass_trace_shows_the_function_appear_then_renamed(module_runs: list[dict]) -> None:
+    for env in (OLD_ENV, NEW_ENV):
+        passes = cell(module_runs, "fusetir-once", env)["passes"]
+        assert [p["name"] for p in passes] == ["FuseTIR", "LambdaLift", "AllocateWorkspace"]
+        names = [{f["name"]: f for f in p["functions"]} for p in passes]
+        assert MISSING_FUNCTION not in names[0]
+        lifted = names[1][MISSING_FUNCTION]
+        assert lifted["kind"] == "Function"
+        assert lifted["attrs"]["Composite"] == "cutlass.attention"
+        assert MISSING_FUNCTION not in names[2] and MISSING_FUNCTION + "1" in names[2]
+        assert "def fused_relax_nn_attention_cutlass_gv1" in passes[2]["ir"]
+
+
+def test_second_fusetir_turns_the_function_into_a_primfunc(module_runs: list[dict]) -> None:
+    passes = cell(module_runs, "fusetir-twice", OLD_ENV)["passes"]
+    after_second_fusetir = {f["name"]: f["kind"] for f in passes[2]["functions"]}
+    assert after_second_fusetir[MISSING_FUNCTION] == "PrimFunc"
+
+
+def test_report_script_unchanged_gives_the_same_bug(module_runs: list[dict],
+                                                    test_home: Path) -> None:
+    runs = run_json(shared_case("tvm-17357/original.py"), test_home)
+    for env in (OLD_ENV, NEW_ENV):
+        run = cell(runs, "script", env)
+        assert run["status"] == "error", run["log"]["stderr"][-2000:]
+        assert run["stage"] == "vm_init"
+        assert run["signature"] == cell(module_runs, "fusetir-once", env)["signature"]
+        assert {"tir-to-tirx", "block-to-sblock", "prim-func-s_tir"} <= set(run["rewrites"])
+        assert [p["name"] for p in run["passes"]] == ["FuseTIR", "LambdaLift", "AllocateWorkspace"]
+    assert "out_sinfo-to-out_ty" in cell(runs, "script", NEW_ENV)["rewrites"]
+    assert "out_sinfo-to-out_ty" not in cell(runs, "script", OLD_ENV)["rewrites"]
+
+
+def test_table_output_names_status_and_stage(tvm_envs: dict, test_home: Path) -> None:
+    proc = tvmrepro("run", str(shared_case("tvm-17357/case.json")), "--local", "--env", OLD_ENV,
+                    "--variant", "fusetir-once", home=test_home)
+    assert proc.returncode == 0, proc.stderr
+    assert "fusetir-once" in proc.stdout and "vm_init" in proc.stdout and "error" in proc.stdout
+    assert "fusetir-twice" not in proc.stdout
+
+
+BASE_CASE = {"source": "x = 1\n", "variants": [{"name": "v", "passes": ["FuseTIR"]}]}
+
+
+@pytest.mark.parametrize(
+    ("content", "suffix", "needle"),
+    [
+        ({"variants": BASE_CASE["variants"]}, ".json", "source"),
+        ({**BASE_CASE, "variants": [{"name": "v", "passes": ["FuseTIR", "NoSuchPass"]}]}, ".json",
+         "variants[0].passes[1]"),
+        ({**BASE_CASE, "opt_level": "high"}, ".json", "opt_level"),
+        ("{not json", ".json", "not JSON"),
+        ([1, 2], ".json", "JSON object"),
+    ],
+)
+def test_bad_case_exits_2_naming_the_field(content: object, suffix: str, needle: str,
+                                           tmp_path: Path, tvm_envs: dict,
+                                           test_home: Path) -> None:
+    path = tmp_path / f"case{suffix}"
+    path.write_text(content if isinstance(content, str) else json.dumps(content))
+    proc = tvmrepro("run", str(path), "--local", "--env", OLD_ENV, home=test_home)
+    assert proc.returncode == 2
+    assert needle in proc.stderr
+
+
+def test_unknown_environment_exits_2(tmp_path: Path, test_home: Path) -> None:
+    path = tmp_path / "case.json"
+    path.write_text(json.dumps(BASE_CASE))
+    proc = tvmrepro("run", str(path), "--local", "--env", "tvm-0.1.0-cpu", home=test_home)
+    assert proc.returncode == 2
+    assert "tvm-0.1.0-cpu" in proc.stderr and "--env" in proc.stderr
+
+
+def test_unknown_variant_and_missing_file_exit_2(tmp_path: Path, test_home: Path) -> None:
+    path = tmp_path / "case.json"
+    path.write_text(json.dumps(BASE_CASE))
+    proc = tvmrepro("run", str(path), "--local", "--variant", "nope", home=test_home)
+    assert proc.returncode == 2 and "nope" in proc.stderr
+    proc = tvmrepro("run", str(tmp_path / "absent.json"), "--local", home=test_home)
+    assert proc.returncode == 2 and "absent.json" in proc.stderr

@@ -1,0 +1,76 @@
+"""Porting rules as text rewrites, chosen by the features of the target TVM (no TVM needed)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from images import IMAGES_DIR
+
+sys.path.insert(0, str(IMAGES_DIR))  # the harness is a top-level package inside images/
+from harness.porting import Features, Incompatible, port  # noqa: E402
+
+TVM_025 = Features(out_ty=False, call_tir_vars=True, struct_info=True)
+TVM_027 = Features()
+OLD_TIR = '''from tvm.script import tir as T
+@T.prim_func(private=True)
+def f(a: T.Buffer((4,), "float32")):
+    for i in range(4):
+        with T.block("b"):
+            T.block_attr({"axis": 0})
+            a[i] = 1.0
+@T.prim_func
+def g():
+    with T.block("root"):
+        T.evaluate(0)
+'''
+
+
+def test_old_tir_becomes_tirx_with_sblocks_and_s_tir() -> None:
+    text, rules = port(OLD_TIR, TVM_025)
+    assert "from tvm.script import tirx as T" in text
+    assert 'T.sblock("b")' in text and "T.sblock_attr(" in text and "T.block(" not in text
+    assert "@T.prim_func(private=True, s_tir=True)" in text
+    assert "@T.prim_func(s_tir=True)\ndef g" in text
+    assert rules == ["tir-to-tirx", "block-to-sblock", "prim-func-s_tir"]
+
+
+def test_out_sinfo_becomes_out_ty_only_where_needed() -> None:
+    source = "R.call_tir(cls.f, (x,), out_sinfo=R.Tensor((4,), 'float32'))"
+    assert port(source, TVM_025) == (source, [])
+    text, rules = port(source, TVM_027)
+    assert "out_ty=R.Tensor" in text and rules == ["out_sinfo-to-out_ty"]
+
+
+def test_new_scripts_are_ported_back_to_025() -> None:
+    text, rules = port("R.call_tir(f, (x,), out_ty=t)\nR.call_pure_packed(g, ty_args=t)", TVM_025)
+    assert "out_sinfo=t" in text and "sinfo_args=t" in text
+    assert rules == ["out_ty-to-out_sinfo", "ty_args-to-sinfo_args"]
+
+
+def test_struct_info_names_become_types_on_026_and_later() -> None:
+    text, rules = port("relax.TensorStructInfo((4,), 'float32')\nx.struct_info", TVM_027)
+    assert text == "relax.TensorType((4,), 'float32')\nx.ty"
+    assert rules == ["struct_info-to-type"]
+    assert port("relax.TensorStructInfo((4,))", TVM_025)[1] == []
+
+
+def test_runtime_api_moves() -> None:
+    source = "import tvm\nfrom tvm import dlight as dl\na = tvm.nd.array(x)\nprint(a.asnumpy())\n"
+    text, rules = port(source, TVM_027)
+    assert "from tvm.s_tir import dlight as dl" in text
+    assert "tvm.runtime.tensor(x)" in text and "a.numpy()" in text
+    assert rules == ["dlight-and-schedule-to-s_tir", "nd-array-to-runtime-tensor"]
+
+
+def test_tir_vars_cannot_be_expressed_after_its_removal() -> None:
+    source = "R.call_tir(f, (x,), out_sinfo=t, tir_vars=R.shape([n]))"
+    with pytest.raises(Incompatible, match="tir_vars"):
+        port(source, TVM_027)
+    assert "tir_vars" in port(source, TVM_025)[0]
+
+
+def test_port_is_idempotent() -> None:
+    once, _ = port(OLD_TIR, TVM_027)
+    assert port(once, TVM_027) == (once, [])

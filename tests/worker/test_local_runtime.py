@@ -1,0 +1,116 @@
+"""The local sandbox against hostile scripts, with real TVM: each ends as a result with a status."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from tests.conftest import NEW_ENV
+from tvmrepro.cases import parse_case
+from tvmrepro.environments import Environment
+from tvmrepro.results import Result
+from tvmrepro.settings import Settings
+from worker.runner import run_variant
+from worker.runtimes.local import LocalRuntime
+
+pytestmark = pytest.mark.tvm
+
+HOSTILE = {
+    "segfault": ("import ctypes\nctypes.string_at(0)\n", "crash"),
+    "busy_loop": ("while True:\n    pass\n", "timeout"),
+    "sleep_forever": ("import time\ntime.sleep(10**9)\n", "timeout"),
+    "alloc_64_gib": ("import numpy as np\nx = np.ones(64 * 2**30, dtype=np.uint8)\n", "oom"),
+    "fork_bomb": (
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+        "timeout",
+    ),
+    "connect_loopback": (
+        "import socket\nsocket.create_connection(('127.0.0.1', 6379), timeout=5)\n",
+        "error",
+    ),
+    "stdout_flood_100mb": (
+        "import sys\nfor _ in range(100):\n    sys.stdout.write('x' * (1 << 20))\n",
+        "ok",
+    ),
+    "write_etc": ("open('/etc/tvmrepro-was-here', 'w').write('x')\n", "error"),
+}
+HOSTILE_TIMEOUT_S = 6
+
+
+def run_script(script: str, env: Environment, settings: Settings, **limits: int) -> Result:
+    """Run a script-mode case in the local sandbox."""
+    case = parse_case({"script": script, **limits})
+    return run_variant(case, "script", env, LocalRuntime(settings))
+
+
+def sandbox_processes() -> list[str]:
+    """Processes still running the harness (there should be none between runs)."""
+    out = subprocess.run(["ps", "-eo", "uid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "-m harness" in line and "ps -eo" not in line]
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_script_ends_with_status(name: str, tvm_envs: dict[str, Environment],
+                                         settings: Settings) -> None:
+    script, expected = HOSTILE[name]
+    env = tvm_envs[NEW_ENV]
+    result = run_script(script, env, settings, timeout_s=HOSTILE_TIMEOUT_S, memory_mb=2048)
+    assert result.status == expected, (result.message, result.log.stderr[-2000:])
+    assert result.stage == "script"
+    assert result.seconds["total"] < HOSTILE_TIMEOUT_S + 10
+    assert sandbox_processes() == []
+    follow_up = run_script("print('still fine')\n", env, settings)
+    assert follow_up.status == "ok"
+    assert follow_up.log.stdout == "still fine\n"
+
+
+def test_segfault_names_the_signal(tvm_envs: dict[str, Environment], settings: Settings) -> None:
+    result = run_script(HOSTILE["segfault"][0], tvm_envs[NEW_ENV], settings)
+    assert result.signal == "SIGSEGV"
+    # TVM's own handler (or else faulthandler) leaves a backtrace in the log.
+    assert "Segfault encountered" in result.log.stderr or "Fatal Python error" in result.log.stderr
+
+
+def test_output_flood_is_capped_and_marked(tvm_envs: dict[str, Environment],
+                                           settings: Settings) -> None:
+    result = run_script(HOSTILE["stdout_flood_100mb"][0], tvm_envs[NEW_ENV], settings)
+    assert result.log.truncated is True
+    assert len(result.log.stdout) == settings.log_cap_bytes
+
+
+def test_network_refused_and_etc_read_only(tvm_envs: dict[str, Environment],
+                                           settings: Settings) -> None:
+    net = run_script(HOSTILE["connect_loopback"][0], tvm_envs[NEW_ENV], settings)
+    assert net.error_type in ("ConnectionRefusedError", "OSError"), net.message
+    etc = run_script(HOSTILE["write_etc"][0], tvm_envs[NEW_ENV], settings)
+    assert "Read-only file system" in (etc.message or "")
+    assert not os.path.exists("/etc/tvmrepro-was-here")
+
+
+def test_caller_environment_and_home_are_hidden(tvm_envs: dict[str, Environment],
+                                                settings: Settings,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TVMREPRO_SECRET_TOKEN", "hunter2")
+    script = (
+        "import os, json\n"
+        "print(json.dumps({'env': dict(os.environ), 'home': os.listdir(os.path.expanduser('~root'))"
+        " if os.path.isdir(os.path.expanduser('~root')) else []}))\n"
+    )
+    result = run_script(script, tvm_envs[NEW_ENV], settings)
+    assert result.status == "ok", result.log.stderr
+    assert "hunter2" not in result.log.stdout
+    assert "TVMREPRO_SECRET_TOKEN" not in result.log.stdout
+    assert ".ssh" not in result.log.stdout and ".cache" not in result.log.stdout
+
+
+def test_sandbox_runs_unprivileged_without_network(tvm_envs: dict[str, Environment],
+                                                   settings: Settings) -> None:
+    script = "import os, socket\nprint(os.getuid(), socket.if_nameindex())\n"
+    result = run_script(script, tvm_envs[NEW_ENV], settings)
+    assert result.status == "ok", result.log.stderr
+    uid, interfaces = result.log.stdout.split(" ", 1)
+    assert int(uid) >= 200_000
+    assert "eth" not in interfaces  # only the namespace's own loopback
+    assert result.isolation["sandbox"] == "bwrap"
