@@ -79,8 +79,9 @@ def assemble_result(job: SandboxJob, ex: Execution) -> Result:
         if fields["status"] == Status.CRASH:
             fields["signature"] = f"crash: {ex.signal}"
     seconds = {"total": round(ex.seconds, 3)}
-    if result_event and "harness_seconds" in result_event:
-        seconds["harness"] = result_event["harness_seconds"]
+    for key in ("harness", "run"):  # the harness's own time, and the entry call's
+        if result_event and f"{key}_seconds" in result_event:
+            seconds[key] = result_event[f"{key}_seconds"]
     return Result(
         environment=job.env.id,
         variant=job.variant,

@@ -106,9 +106,9 @@ class Tracer:
             self.stage = stage
             self.sink.emit("stage", stage=stage)
 
-    def leave(self, outer: str) -> None:
-        """Back from an instrumented call: to the idle stage, or to `outer` in module mode."""
-        self.enter(self.idle_stage or outer)
+    def leave(self, finished: str) -> None:
+        """Back from an instrumented call: to the idle stage, or stay at `finished` in module mode."""
+        self.enter(self.idle_stage or finished)
 
     # -- the PassInstrument callbacks ------------------------------------------------
     def before_pass(self, mod: Any, info: Any) -> None:
@@ -198,7 +198,6 @@ class Tracer:
 
         @functools.wraps(original)
         def wrapped(*args: Any, **kwargs: Any) -> Any:
-            outer = tracer.stage
             nested = nest_build and tracer.build_depth > 0
             if not nested:
                 tracer.enter(stage)
@@ -210,12 +209,8 @@ class Tracer:
                 raise
             finally:
                 tracer.build_depth -= 1 if nest_build else 0
-            if nested:
-                pass
-            elif stage == "run":
-                tracer.enter(outer)
-            else:
-                tracer.leave(tracer.stage)
+            if not nested:
+                tracer.leave(stage)
             return result
 
         setattr(owner, name, wrapped)
@@ -237,14 +232,13 @@ class Tracer:
             func = original_getitem(vm, key)
 
             def call_in_run_stage(*args: Any, **kwargs: Any) -> Any:
-                outer = tracer.stage
                 tracer.enter("run")
                 try:
                     result = func(*args, **kwargs)
                 except BaseException as exc:
                     _stamp(exc, "run")
                     raise
-                tracer.enter(outer)
+                tracer.leave("run")
                 return result
 
             return call_in_run_stage

@@ -1,0 +1,79 @@
+"""Module mode with an entry call, and the sandbox's fallback, on real TVM."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.conftest import NEW_ENV, OLD_ENV, shared_case
+from tvmrepro.cases import parse_case
+from tvmrepro.environments import Environment
+from tvmrepro.settings import Settings
+from worker.runner import run_variant
+from worker.runtimes.local import LocalRuntime
+
+pytestmark = pytest.mark.tvm
+
+
+def matmul_relu_case() -> dict:
+    """The shared GPU smoke case, built for the environment's own target (llvm here)."""
+    data = json.loads(shared_case("cuda-matmul-relu/case.json").read_text())
+    data["target"] = None
+    return data
+
+
+def test_entry_is_called_with_seeded_inputs_and_outputs_summarized(
+        tvm_envs: dict[str, Environment], settings: Settings) -> None:
+    case = parse_case(matmul_relu_case())
+    results = [run_variant(case, "default", tvm_envs[e], LocalRuntime(settings)) for e in (OLD_ENV, NEW_ENV)]
+    rng = np.random.RandomState(0)
+    x = rng.standard_normal((256, 256)).astype("float32")
+    w = rng.standard_normal((256, 256)).astype("float32")
+    expected = np.maximum(x @ w, 0).astype(np.float64).sum()
+    for result in results:
+        assert result.status == "ok", result.log.stderr[-2000:]
+        assert result.stage == "run"
+        assert result.outputs["shape"] == [256, 256] and result.outputs["dtype"] == "float32"
+        assert result.outputs["sum"] == pytest.approx(expected, rel=1e-4)
+        assert result.seconds["run"] > 0
+    assert results[0].outputs["sha256"] == results[1].outputs["sha256"]
+
+
+def test_other_seed_other_checksum(tvm_envs: dict[str, Environment], settings: Settings) -> None:
+    data = matmul_relu_case()
+    data["inputs"] = {"seed": 1}
+    result = run_variant(parse_case(data), "default", tvm_envs[NEW_ENV], LocalRuntime(settings))
+    seed0 = run_variant(parse_case(matmul_relu_case()), "default", tvm_envs[NEW_ENV], LocalRuntime(settings))
+    assert result.outputs["sha256"] != seed0.outputs["sha256"]
+
+
+def test_missing_pass_in_this_tvm_is_incompatible(tvm_envs: dict[str, Environment],
+                                                  settings: Settings) -> None:
+    data = matmul_relu_case()
+    data["variants"] = [{"name": "v", "passes": ["LegalizeOps", "NotAPassAnywhere"]}]
+    result = run_variant(parse_case(data), "v", tvm_envs[NEW_ENV], LocalRuntime(settings))
+    assert result.status == "incompatible"
+    assert result.stage == "pass:1:NotAPassAnywhere"
+    assert [p.name for p in result.passes] == ["LegalizeOps"]
+
+
+def test_parse_error_keeps_its_message(tvm_envs: dict[str, Environment], settings: Settings) -> None:
+    data = matmul_relu_case()
+    data["source"] = data["source"].replace("R.nn.relu(y)", "R.nn.relu(y, y, y)")
+    result = run_variant(parse_case(data), "default", tvm_envs[NEW_ENV], LocalRuntime(settings))
+    assert result.status == "error"
+    assert result.stage == "parse"
+    assert result.message and "note: run with" not in result.message
+
+
+def test_without_bwrap_falls_back_and_says_so(tvm_envs: dict[str, Environment],
+                                              settings: Settings) -> None:
+    runtime = LocalRuntime(settings)
+    runtime.bwrap = None  # as on a machine without bubblewrap
+    case = parse_case({"script": "import socket\nsocket.create_connection(('127.0.0.1', 6379), 2)\n"})
+    result = run_variant(case, "script", tvm_envs[NEW_ENV], runtime)
+    assert result.isolation["sandbox"] == "unshare-net+rlimits"
+    assert result.status == "error"
+    assert "unreachable" in (result.message or "") or "refused" in (result.message or "")
