@@ -86,7 +86,9 @@ def base_interpreter(version: str) -> str:
 
 
 def _uv(args: list[str], settings: Settings) -> None:
-    env = {**os.environ, "UV_CACHE_DIR": str(settings.cache_dir), "UV_PYTHON_DOWNLOADS": "never"}
+    # The system's certificate store: package indexes behind a TLS-inspecting proxy need it.
+    env = {**os.environ, "UV_CACHE_DIR": str(settings.cache_dir), "UV_PYTHON_DOWNLOADS": "never",
+           "UV_NATIVE_TLS": "1"}
     wheelhouse = os.environ.get("TVMREPRO_WHEELHOUSE")
     extra = ["--find-links", wheelhouse] if wheelhouse else []
     proc = subprocess.run([sys.executable, "-m", "uv", *args, *extra], env=env,

@@ -1,0 +1,70 @@
+"""Provisioning: idempotent, safe when two run at once, fingerprinted (real uv, real TVM wheels)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import NEW_ENV
+from tvmrepro.environments import Environment
+from tvmrepro.settings import Settings
+from worker.provision import env_dir, provision, read_fingerprint
+
+pytestmark = pytest.mark.tvm
+
+
+def fresh_home(tmp_path: Path, settings: Settings) -> Path:
+    """An empty TVMREPRO_HOME that shares the test session's package cache (no new downloads)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    settings.cache_dir.mkdir(parents=True, exist_ok=True)
+    (home / "uv-cache").symlink_to(settings.cache_dir)
+    return home
+
+
+def test_fingerprint_records_pins_libinfo_and_passes(tvm_envs: dict[str, Environment],
+                                                     settings: Settings) -> None:
+    env = tvm_envs[NEW_ENV]
+    fingerprint = read_fingerprint(settings, env)
+    assert fingerprint is not None
+    assert fingerprint["packages"] == env.packages
+    assert fingerprint["version"] == env.release
+    assert fingerprint["libinfo"]["USE_LLVM"] == "ON"
+    assert {"FuseTIR", "LambdaLift", "AllocateWorkspace"} <= set(fingerprint["passes"])
+
+
+def test_second_provision_changes_nothing(tvm_envs: dict[str, Environment], settings: Settings) -> None:
+    env = tvm_envs[NEW_ENV]
+    marker = env_dir(settings, env) / "fingerprint.json"
+    before = marker.stat().st_mtime_ns
+    assert provision(settings, env)["id"] == env.id
+    assert marker.stat().st_mtime_ns == before
+
+
+def test_two_provisions_at_once_make_one_working_environment(tvm_envs: dict, settings: Settings,
+                                                             tmp_path: Path) -> None:
+    home = fresh_home(tmp_path, settings)
+    cli = str(Path(sys.executable).parent / "tvmrepro")
+    env = {"PATH": "/usr/bin:/bin", "TVMREPRO_HOME": str(home)}
+    procs = [subprocess.Popen([cli, "env", "provision", NEW_ENV], env=env, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outcomes = [(p.wait(timeout=600), p.stderr.read() if p.stderr else "") for p in procs]
+    assert [rc for rc, _ in outcomes] == [0, 0], outcomes
+    envs_dir = home / "envs"
+    assert sorted(p.name for p in envs_dir.iterdir() if not p.name.startswith(".")) == [NEW_ENV]
+    assert not [p for p in envs_dir.iterdir() if p.name.startswith(f".{NEW_ENV}.") and p.is_dir()]
+    listing = subprocess.run([cli, "env", "list", "--json"], env=env, capture_output=True, text=True)
+    rows = {r["id"]: r for r in json.loads(listing.stdout)["environments"]}
+    assert rows[NEW_ENV]["provisioned"] is True
+    assert rows[next(i for i in rows if i != NEW_ENV)]["provisioned"] is False
+
+
+def test_changed_pins_make_the_environment_stale(tvm_envs: dict[str, Environment],
+                                                 settings: Settings) -> None:
+    env = tvm_envs[NEW_ENV]
+    repinned = Environment(**{**env.__dict__, "packages": {**env.packages, "numpy": "0.0.1"}})
+    assert read_fingerprint(settings, repinned) is None
