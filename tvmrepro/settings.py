@@ -18,6 +18,7 @@ MAX_REQUEST_BYTES = 1 << 20
 MAX_QUEUED_RUNS = 500
 MAX_DELIVERIES = 3
 SANDBOX_PIDS = 256
+SANDBOX_CPUS = 2.0  # CPU quota of a Docker sandbox (cores)
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 API_WORKERS = 2  # gunicorn processes (each with API_THREADS threads)
@@ -51,6 +52,7 @@ class Settings:
     max_queued_runs: int = MAX_QUEUED_RUNS
     max_deliveries: int = MAX_DELIVERIES
     sandbox_pids: int = SANDBOX_PIDS
+    sandbox_cpus: float = SANDBOX_CPUS
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     api_workers: int = API_WORKERS
@@ -80,6 +82,7 @@ class Settings:
             max_queued_runs=int(env.get("TVMREPRO_MAX_QUEUED_RUNS") or MAX_QUEUED_RUNS),
             max_deliveries=int(env.get("TVMREPRO_MAX_DELIVERIES") or MAX_DELIVERIES),
             sandbox_pids=int(env.get("TVMREPRO_SANDBOX_PIDS") or SANDBOX_PIDS),
+            sandbox_cpus=float(env.get("TVMREPRO_SANDBOX_CPUS") or SANDBOX_CPUS),
             host=env.get("TVMREPRO_HOST") or DEFAULT_HOST,
             port=int(env.get("TVMREPRO_PORT") or DEFAULT_PORT),
             api_workers=int(env.get("TVMREPRO_API_WORKERS") or API_WORKERS),
