@@ -1,0 +1,199 @@
+"""Environment images: built from the pins in images/environments.toml with the Docker SDK.
+
+One recipe per device (images/Dockerfile, images/cuda.Dockerfile), the
+environment chosen by build arguments: PACKAGES (the exact pins), ENV_ID and,
+when given, BASE_IMAGE. Each build sends a small context made here: the
+recipe, the harness and wheels/, holding the environment's wheels from a
+wheelhouse when one is given (the build then runs with no network at all).
+The image carries its pins as the label `tvmrepro.packages`, so a runtime can
+tell a stale image from a current one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import NormalizedName, canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+from images import HARNESS_DIR, IMAGES_DIR
+from tvmrepro.environments import Environment
+from tvmrepro.errors import BadInput, RuntimeFault
+from tvmrepro.settings import Settings
+
+PACKAGES_LABEL = "tvmrepro.packages"
+ENVIRONMENT_LABEL = "tvmrepro.environment"
+REPO_DIR = IMAGES_DIR.parent
+# What the service image needs from the checkout (the rest is left out of its context).
+SERVICE_SOURCES = ("pyproject.toml", "README.md", "tvmrepro", "service", "worker", "client",
+                   "images")
+SERVICE_DOCKERFILE = "images/service.Dockerfile"
+SERVICE_IMAGE = "tvmrepro/service:latest"
+# Wheels the service image's build needs besides the project's dependencies (build backend).
+SERVICE_BUILD_REQUIREMENTS = ("setuptools>=68", "wheel")
+
+
+@dataclass(frozen=True)
+class Built:
+    """One image built: its tag, id and how long the build took."""
+
+    tag: str
+    image_id: str
+    seconds: float
+
+
+def pins_text(env: Environment) -> str:
+    """The PACKAGES build argument and label value: the exact requirements, space-separated."""
+    return " ".join(env.requirements())
+
+
+def _wheel_matches(path: Path, pins: dict[NormalizedName, Version]) -> bool:
+    try:
+        name, version, _, _ = parse_wheel_filename(path.name)
+    except ValueError:
+        return False
+    return pins.get(canonicalize_name(name)) == version
+
+
+def wheels_for(env: Environment, wheelhouse: Path) -> list[Path]:
+    """The wheelhouse's wheels for exactly this environment's pins; BadInput names any missing."""
+    pins = {canonicalize_name(name): Version(pin) for name, pin in env.packages.items()}
+    found = [p for p in sorted(wheelhouse.glob("*.whl")) if _wheel_matches(p, pins)]
+    have = {canonicalize_name(parse_wheel_filename(p.name)[0]) for p in found}
+    missing = sorted(f"{n}=={pins[n]}" for n in pins if n not in have)
+    if missing:
+        raise BadInput("--wheelhouse", f"{wheelhouse} has no wheel for {', '.join(missing)} "
+                       f"(fill it with: tvmrepro images wheels {wheelhouse} {env.id})")
+    return found
+
+
+def _link_or_copy(source: Path, dest: Path) -> None:
+    try:
+        os.link(source, dest)  # the same disk: no 100 MB copy per build
+    except OSError:
+        shutil.copy2(source, dest)
+
+
+def environment_context(env: Environment, dest: Path, wheelhouse: Path | None) -> Path:
+    """Lay out the build context for `env` in dest: the recipe, harness/ and wheels/."""
+    shutil.copy2(REPO_DIR / env.dockerfile, dest / "Dockerfile")
+    shutil.copytree(HARNESS_DIR, dest / "harness", ignore=shutil.ignore_patterns("__pycache__"))
+    (dest / "wheels").mkdir()
+    for wheel in wheels_for(env, wheelhouse) if wheelhouse else []:
+        _link_or_copy(wheel, dest / "wheels" / wheel.name)
+    return dest
+
+
+def service_context(dest: Path, wheelhouse: Path | None) -> Path:
+    """Lay out the service image's build context in dest: the project's sources and wheels/."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    for name in SERVICE_SOURCES:
+        source = REPO_DIR / name
+        if source.is_dir():
+            shutil.copytree(source, dest / name, ignore=ignore)
+        else:
+            shutil.copy2(source, dest / name)
+    (dest / "wheels").mkdir()
+    for wheel in sorted(wheelhouse.glob("*.whl")) if wheelhouse else []:
+        _link_or_copy(wheel, dest / "wheels" / wheel.name)
+    return dest
+
+
+def _stream_build(client: Any, context: Path, dockerfile: str, tag: str,
+                  buildargs: dict[str, str], offline: bool,
+                  log: Callable[[str], None]) -> str:
+    """Run one build, passing its output lines to `log`; the image id, or RuntimeFault."""
+    import docker.errors
+
+    image_id = ""
+    try:
+        for chunk in client.api.build(path=str(context), dockerfile=dockerfile, tag=tag,
+                                      buildargs=buildargs, rm=True, forcerm=True, decode=True,
+                                      network_mode="none" if offline else None):
+            if "error" in chunk:
+                raise RuntimeFault(f"building {tag} failed: {chunk['error'].strip()}")
+            if chunk.get("stream", "").strip():
+                log(chunk["stream"].rstrip("\n"))
+            image_id = chunk.get("aux", {}).get("ID", image_id)
+    except docker.errors.DockerException as exc:
+        raise RuntimeFault(f"building {tag} failed: {exc}") from exc
+    return image_id
+
+
+def build_environment_image(client: Any, settings: Settings, env: Environment,
+                            wheelhouse: Path | None = None, base_image: str | None = None,
+                            log: Callable[[str], None] = lambda line: None) -> Built:
+    """Build and tag the image of one environment (offline when a wheelhouse is given)."""
+    buildargs = {"PACKAGES": pins_text(env), "ENV_ID": env.id,
+                 "BASE_IMAGE": base_image or env.base_image}
+    started = time.monotonic()
+    settings.home.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"build-{env.id}.", dir=settings.home) as tmp:
+        context = environment_context(env, Path(tmp), wheelhouse)
+        image_id = _stream_build(client, context, "Dockerfile", env.image, buildargs,
+                                 offline=wheelhouse is not None, log=log)
+    return Built(env.image, image_id, time.monotonic() - started)
+
+
+def build_service_image(client: Any, settings: Settings, wheelhouse: Path | None = None,
+                        base_image: str | None = None, tag: str = SERVICE_IMAGE,
+                        log: Callable[[str], None] = lambda line: None) -> Built:
+    """Build the service's own image (API and worker) from this checkout."""
+    buildargs = {"BASE_IMAGE": base_image} if base_image else {}
+    started = time.monotonic()
+    settings.home.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="build-service.", dir=settings.home) as tmp:
+        context = service_context(Path(tmp), wheelhouse)
+        image_id = _stream_build(client, context, SERVICE_DOCKERFILE, tag, buildargs,
+                                 offline=wheelhouse is not None, log=log)
+    return Built(tag, image_id, time.monotonic() - started)
+
+
+def _pip() -> list[str]:
+    """A pip to download with: this interpreter's, else the first python3 on PATH that has one."""
+    candidates = [sys.executable, shutil.which("python3") or ""]
+    for python in filter(None, candidates):
+        probe = subprocess.run([python, "-m", "pip", "--version"], capture_output=True, check=False)
+        if probe.returncode == 0:
+            return [python, "-m", "pip"]
+    raise RuntimeFault("no pip found to download wheels with")
+
+
+def download_wheels(requirements: Iterable[str], wheelhouse: Path, python_version: str,
+                    deps: bool = False) -> None:
+    """Download binary wheels for `requirements` (for Linux x86-64 CPython) into wheelhouse."""
+    wheelhouse.mkdir(parents=True, exist_ok=True)
+    command = [*_pip(), "download", "--quiet", "--dest", str(wheelhouse), "--only-binary=:all:",
+               "--python-version", python_version, "--platform", "manylinux_2_28_x86_64",
+               "--platform", "manylinux2014_x86_64", "--platform", "linux_x86_64",
+               *([] if deps else ["--no-deps"]), *requirements]
+    proc = subprocess.run(command, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeFault(f"pip download failed:\n{proc.stderr.strip()[-4000:]}")
+
+
+def fill_wheelhouse(envs: Iterable[Environment], wheelhouse: Path,
+                    python_version: str | None = None) -> None:
+    """Make sure wheelhouse holds every pinned wheel of `envs` (downloads only what is missing)."""
+    for env in envs:
+        try:
+            wheels_for(env, wheelhouse)
+        except BadInput:
+            download_wheels(env.requirements(), wheelhouse, python_version or env.python)
+
+
+def service_requirements() -> list[str]:
+    """The project's own dependencies (from pyproject.toml) plus its build backend."""
+    import tomllib
+
+    project = tomllib.loads((REPO_DIR / "pyproject.toml").read_text())["project"]
+    return [*project["dependencies"], *SERVICE_BUILD_REQUIREMENTS]

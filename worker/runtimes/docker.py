@@ -1,0 +1,330 @@
+"""The Docker runtime: each run in a fresh, locked-down container of the environment's image.
+
+A run is one container, created detached with every security flag of
+`sandbox_host_config`, timed and killed by us (never by the engine), and
+always removed. The case goes in and the events come out through an anonymous
+volume at /out, seeded from the image: there only events.jsonl is writable by
+the sandbox user, and its size is capped by the file-size limit, so the volume
+cannot fill the disk. (A tmpfs would not do: the engine cannot copy from one,
+and it vanishes when the container stops.) stdout and stderr are read from an
+attach stream opened before the start, keeping the first `log_cap_bytes` of
+each. Every container carries labels naming its run, job, owner process and
+deadline; containers whose owner process is gone, or that outlived their
+deadline, are swept when a runtime starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import tarfile
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import docker
+import docker.errors
+import requests.exceptions
+from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
+
+from tvmrepro.environments import Environment
+from tvmrepro.errors import RuntimeFault
+from tvmrepro.settings import Settings
+from worker.images import PACKAGES_LABEL, pins_text
+from worker.runtimes.base import Execution, SandboxJob, signal_name
+from worker.runtimes.local import sandbox_environ
+from worker.runtimes.owner import process_token, token_alive
+
+RUN_LABEL, JOB_LABEL = "tvmrepro.run", "tvmrepro.job"
+OWNER_LABEL, DEADLINE_LABEL = "tvmrepro.owner", "tvmrepro.deadline"
+SANDBOX_USER = "10001:10001"  # made by the image recipes
+OUT_DIR, SCRATCH_DIR = "/out", "/tmp"
+CASE_FILE, EVENTS_FILE = f"{OUT_DIR}/case.json", f"{OUT_DIR}/events.jsonl"
+HARNESS_PATH = "/opt/harness"
+TMPFS_MAX_MB = 1024
+FILE_SIZE_CAP = 512 << 20  # per file; also bounds events.jsonl on the /out volume
+OPEN_FILES_CAP = 4096
+EVENTS_READ_CAP = 64 << 20  # what is read back of events.jsonl
+CONTAINER_LOG_CAP = "1m"  # the engine's own copy of the output (docker logs), per container
+# Beyond its time limit a run is killed by us; this much later the container ends itself
+# (timeout(1) inside it), for when the worker that timed it died.
+SELF_LIMIT_GRACE_S = 60
+ENGINE_TIMEOUT_S = 120
+
+
+def connect(settings: Settings) -> docker.DockerClient:
+    """A client of the engine DOCKER_HOST names (else the default socket); RuntimeFault if none."""
+    try:
+        client = (docker.DockerClient(base_url=settings.docker_host, timeout=ENGINE_TIMEOUT_S)
+                  if settings.docker_host else docker.from_env(timeout=ENGINE_TIMEOUT_S))
+        client.ping()
+    except docker.errors.DockerException as exc:
+        where = settings.docker_host or "the default socket"
+        raise RuntimeFault(f"cannot reach the Docker engine at {where}: {exc}") from exc
+    return client
+
+
+def container_environ() -> dict[str, str]:
+    """What the case sees in the container: the local sandbox's scrubbed set, with image paths."""
+    return {**sandbox_environ(), "PATH": "/opt/tvm/bin:/usr/local/bin:/usr/bin:/bin",
+            "PYTHONPATH": HARNESS_PATH}
+
+
+def sandbox_host_config(client: docker.DockerClient, job: SandboxJob,
+                        settings: Settings) -> dict[str, Any]:
+    """Every limit and security flag of a sandbox container, in one place."""
+    memory = f"{job.memory_mb}m"
+    tmp_mb = min(job.memory_mb, TMPFS_MAX_MB)
+    gpus = [DeviceRequest(count=-1, capabilities=[["gpu"]])] if job.env.device == "cuda" else None
+    host_config: dict[str, Any] = client.api.create_host_config(
+        network_mode="none",
+        read_only=True,
+        # TVM compiles and dlopens its kernels here, hence exec.
+        tmpfs={SCRATCH_DIR: f"rw,exec,nosuid,nodev,size={tmp_mb}m,mode=1777"},
+        mounts=[Mount(target=OUT_DIR, source=None, type="volume")],
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        pids_limit=settings.sandbox_pids,
+        mem_limit=memory,
+        memswap_limit=memory,  # equal: no swap on top of the limit
+        nano_cpus=int(settings.sandbox_cpus * 1e9),
+        init=True,  # reaps orphans; the harness's exit status (128+N for a signal) is ours
+        ulimits=[Ulimit(name="fsize", soft=FILE_SIZE_CAP, hard=FILE_SIZE_CAP),
+                 Ulimit(name="nofile", soft=OPEN_FILES_CAP, hard=OPEN_FILES_CAP),
+                 Ulimit(name="core", soft=0, hard=0)],
+        log_config=LogConfig(type="json-file",
+                             config={"max-size": CONTAINER_LOG_CAP, "max-file": "1"}),
+        device_requests=gpus,
+    )
+    return host_config
+
+
+def _case_archive(case: dict[str, Any]) -> bytes:
+    data = json.dumps(case).encode()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        info = tarfile.TarInfo(CASE_FILE.rsplit("/", 1)[1])
+        info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+        tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+class _ChunkReader(io.RawIOBase):
+    """A file over an iterator of byte chunks, for tarfile's stream mode."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self.chunks, self.pending = chunks, b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self.pending:
+            self.pending = next(self.chunks, b"")
+            if not self.pending:
+                return 0
+        size = min(len(buffer), len(self.pending))
+        buffer[:size], self.pending = self.pending[:size], self.pending[size:]
+        return size
+
+
+def parse_events(data: bytes) -> list[dict[str, Any]]:
+    """JSON lines into events; a torn last line (the process was killed mid-write) is dropped."""
+    events = []
+    for line in data.decode(errors="replace").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and "event" in event:
+            events.append(event)
+    return events
+
+
+class _OutputReader(threading.Thread):
+    """Drains a container's attach stream, keeping the first `cap` bytes of stdout and stderr."""
+
+    def __init__(self, stream: Any, cap: int) -> None:
+        super().__init__(daemon=True)
+        self.stream, self.cap = stream, cap
+        self.kept = [bytearray(), bytearray()]
+        self.truncated = False
+
+    def run(self) -> None:
+        """Read until the container's streams close."""
+        try:
+            for frames in self.stream:
+                for kept, chunk in zip(self.kept, frames, strict=True):
+                    if chunk:
+                        self._keep(kept, chunk)
+        except (docker.errors.DockerException, requests.exceptions.RequestException, OSError):
+            pass  # the container was removed under the stream: what we have is what there is
+
+    def _keep(self, kept: bytearray, chunk: bytes) -> None:
+        room = self.cap - len(kept)
+        if len(chunk) > room:
+            self.truncated = True
+        if room > 0:
+            kept += chunk[:room]
+
+    def text(self, index: int) -> str:
+        """stdout (0) or stderr (1) as kept, decoded."""
+        return self.kept[index].decode(errors="replace")
+
+
+class DockerRuntime:
+    """Runs the harness in a fresh container of the environment's image, one per run."""
+
+    name = "docker"
+
+    def __init__(self, settings: Settings, client: docker.DockerClient | None = None) -> None:
+        self.settings = settings
+        self.client = client or connect(settings)
+        self.owner = process_token()
+        self._images: dict[str, str] = {}
+        self.swept = self.sweep()
+
+    def sweep(self) -> list[str]:
+        """Remove sandbox containers whose owner process is gone or whose deadline passed."""
+        removed = []
+        try:
+            leftovers = self.client.api.containers(all=True, filters={"label": RUN_LABEL})
+        except docker.errors.DockerException as exc:
+            raise RuntimeFault(f"cannot list containers: {exc}") from exc
+        for info in leftovers:
+            labels = info.get("Labels") or {}
+            if self._abandoned(labels):
+                self._remove(info["Id"])
+                removed.append(labels.get(RUN_LABEL, info["Id"]))
+        return removed
+
+    def _abandoned(self, labels: dict[str, str]) -> bool:
+        owner = labels.get(OWNER_LABEL, "")
+        if owner and owner != self.owner and token_alive(owner) is False:
+            return True
+        try:
+            return time.time() > float(labels.get(DEADLINE_LABEL, "inf"))
+        except ValueError:
+            return False
+
+    def _remove(self, container_id: str) -> None:
+        try:
+            self.client.api.remove_container(container_id, force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.DockerException as exc:
+            # Left for the next sweep (its deadline label makes it removable by anyone).
+            print(f"tvmrepro: could not remove container {container_id[:12]}: {exc}", flush=True)
+
+    def image_id(self, env: Environment) -> str:
+        """The id of env's image, checked to carry env's pins; RuntimeFault if missing or stale."""
+        if env.id in self._images:
+            return self._images[env.id]
+        hint = f"build it with: tvmrepro images build {env.id}"
+        try:
+            info = self.client.api.inspect_image(env.image)
+        except docker.errors.ImageNotFound as exc:
+            raise RuntimeFault(f"image {env.image} is not on the engine; {hint}") from exc
+        except docker.errors.DockerException as exc:
+            raise RuntimeFault(f"cannot inspect image {env.image}: {exc}") from exc
+        labels = (info.get("Config") or {}).get("Labels") or {}
+        if labels.get(PACKAGES_LABEL) != pins_text(env):
+            raise RuntimeFault(f"image {env.image} does not carry the pins of {env.id}; {hint}")
+        self._images[env.id] = info["Id"]
+        return str(info["Id"])
+
+    def _command(self, job: SandboxJob) -> list[str]:
+        self_limit = job.timeout_s + SELF_LIMIT_GRACE_S
+        return ["timeout", "--signal=KILL", str(self_limit),
+                "python3", "-m", "harness", CASE_FILE, "--variant", job.variant,
+                "--events", EVENTS_FILE, "--workdir", SCRATCH_DIR]
+
+    def _create(self, job: SandboxJob) -> str:
+        deadline = time.time() + job.timeout_s + SELF_LIMIT_GRACE_S + ENGINE_TIMEOUT_S
+        labels = {RUN_LABEL: job.run_id, JOB_LABEL: job.job_id, OWNER_LABEL: self.owner,
+                  DEADLINE_LABEL: str(int(deadline)), "tvmrepro.environment": job.env.id}
+        created = self.client.api.create_container(
+            self.image_id(job.env), self._command(job), user=SANDBOX_USER, detach=True,
+            environment=container_environ(), working_dir=SCRATCH_DIR, hostname="sandbox",
+            labels=labels, network_disabled=True,
+            host_config=sandbox_host_config(self.client, job, self.settings))
+        container_id: str = created["Id"]
+        return container_id
+
+    def execute(self, job: SandboxJob) -> Execution:
+        """Run the harness for this job in a new container and collect what it reported."""
+        image_id = self.image_id(job.env)
+        container_id = ""
+        try:
+            container_id = self._create(job)
+            self.client.api.put_archive(container_id, OUT_DIR, _case_archive(job.case))
+            return self._run(job, container_id, image_id)
+        except docker.errors.DockerException as exc:
+            raise RuntimeFault(f"the Docker engine failed the run: {exc}") from exc
+        finally:
+            if container_id:
+                self._remove(container_id)
+
+    def _run(self, job: SandboxJob, container_id: str, image_id: str) -> Execution:
+        api = self.client.api
+        stream = api.attach(container_id, stdout=True, stderr=True, stream=True, logs=False,
+                            demux=True)
+        output = _OutputReader(stream, self.settings.log_cap_bytes)
+        output.start()
+        started = time.monotonic()
+        api.start(container_id)
+        timed_out = not self._wait(container_id, job.timeout_s)
+        if timed_out:
+            self._kill(container_id)
+        seconds = time.monotonic() - started
+        state = api.inspect_container(container_id)["State"]
+        output.join(timeout=30)
+        code = state.get("ExitCode")
+        return Execution(
+            events=self._events(container_id),
+            returncode=code,
+            signal=signal_name(code - 128) if isinstance(code, int) and 128 < code < 193 else None,
+            timed_out=timed_out,
+            oom_killed=bool(state.get("OOMKilled")) and not timed_out,
+            stdout=output.text(0),
+            stderr=output.text(1),
+            truncated=output.truncated,
+            seconds=seconds,
+            isolation=self._isolation(job, image_id),
+        )
+
+    def _wait(self, container_id: str, timeout_s: float) -> bool:
+        """Wait for the container to exit, at most timeout_s; whether it did."""
+        try:
+            self.client.api.wait(container_id, timeout=timeout_s)
+        except (requests.exceptions.ConnectionError, requests.exceptions.ReadTimeout):
+            # The engine answers `wait` only at exit: a read timeout is our time limit.
+            return self.client.api.inspect_container(container_id)["State"]["Running"] is False
+        return True
+
+    def _kill(self, container_id: str) -> None:
+        with contextlib.suppress(docker.errors.APIError):  # it exited meanwhile
+            self.client.api.kill(container_id)
+        self.client.api.wait(container_id, timeout=ENGINE_TIMEOUT_S)
+
+    def _events(self, container_id: str) -> list[dict[str, Any]]:
+        """The events file, read back through the engine: at most EVENTS_READ_CAP bytes."""
+        try:
+            chunks, _ = self.client.api.get_archive(container_id, EVENTS_FILE)
+        except docker.errors.NotFound:
+            return []
+        reader = io.BufferedReader(_ChunkReader(iter(chunks)))
+        with tarfile.open(fileobj=reader, mode="r|") as tar:
+            member = next(iter(tar), None)
+            handle = tar.extractfile(member) if member else None
+            data = handle.read(EVENTS_READ_CAP) if handle else b""
+        return parse_events(data)
+
+    def _isolation(self, job: SandboxJob, image_id: str) -> dict[str, Any]:
+        return {"runtime": "docker", "sandbox": "container", "network": "none",
+                "image": job.env.image, "image_id": image_id, "user": SANDBOX_USER,
+                "read_only_root": True, "memory_mb": job.memory_mb, "timeout_s": job.timeout_s,
+                "pids": self.settings.sandbox_pids, "cpus": self.settings.sandbox_cpus,
+                "gpu": job.env.device == "cuda"}
