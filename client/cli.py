@@ -142,13 +142,78 @@ def run(case_file: Path, env_ids: tuple[str, ...], variant_names: tuple[str, ...
     if not local:
         from client.remote import run_remotely
 
-        run_remotely(case, envs, variants, server or Settings.from_env().server, as_json)
+        # No --env: every environment that a live worker of the service serves.
+        run_remotely(case, envs if env_ids else None, variants,
+                     server or Settings.from_env().server, as_json)
         return
     runs = run_locally(case, envs, variants, runtime_name)
     if as_json:
         print_json({"runs": runs})
     else:
         print_runs(runs, title=case.title or case_file.name)
+
+
+@main.command("serve")
+@click.option("--host", default=None, help="Address to bind (default 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Port (default 8000).")
+@reports_errors
+def serve_command(host: str | None, port: int | None) -> None:
+    """Serve the HTTP API (gunicorn); workers run separately (tvmrepro worker)."""
+    from service.server import serve
+
+    serve(Settings.from_env(), host, port)
+
+
+@main.command("worker")
+@click.option("--env", "env_ids", multiple=True, required=True,
+              help="Environment whose runs this worker takes (repeatable).")
+@click.option("--concurrency", type=int, default=None, help="Runs at once (default 1).")
+@click.option("--loglevel", default="INFO", help="Celery log level.")
+@reports_errors
+def worker_command(env_ids: tuple[str, ...], concurrency: int | None, loglevel: str) -> None:
+    """Take runs of these environments from the broker (provisioning them first)."""
+    from worker.process import run_worker
+
+    envs = [default_catalog().get(i, "--env") for i in env_ids]
+    run_worker(Settings.from_env(), envs, concurrency, loglevel)
+
+
+@main.command("up")
+@click.option("--port", type=int, default=None, help="Port (default 8000).")
+@click.option("--host", default=None, help="Address to bind (default 127.0.0.1).")
+@click.option("--env", "env_ids", multiple=True,
+              help="Environments for the worker (default: those provisioned here, else the "
+                   "newest CPU one).")
+@reports_errors
+def up_command(port: int | None, host: str | None, env_ids: tuple[str, ...]) -> None:
+    """The API and a worker in one command (no Redis needed: embedded broker and SQLite)."""
+    from client.up import default_environments, up
+
+    settings = Settings.from_env()
+    envs = [default_catalog().get(i, "--env") for i in env_ids] or default_environments(settings)
+    click.echo(f"tvm-repro on http://{host or settings.host}:{port or settings.port} "
+               f"(worker for {', '.join(e.id for e in envs)})", err=True)
+    up(settings, envs, host or settings.host, port or settings.port)
+
+
+@main.command("report")
+@click.argument("job_id")
+@click.option("--markdown", is_flag=True, help="Print the Markdown source.")
+@click.option("--server", default=None, help="Service URL (default $TVMREPRO_SERVER).")
+@reports_errors
+def report_command(job_id: str, markdown: bool, server: str | None) -> None:
+    """A job's report, ready to paste into a TVM issue."""
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    from client.remote import ApiClient
+    from client.report import render_report
+
+    text = render_report(ApiClient(server or Settings.from_env().server).job(job_id))
+    if markdown:
+        click.echo(text)
+    else:
+        Console().print(Markdown(text))
 
 
 @main.group()

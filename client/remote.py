@@ -1,0 +1,151 @@
+"""The command line as a client of the service: submit a job, follow it, print the matrix."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+from rich.console import Console, Group
+from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from client.output import _STATUS_STYLE, error_console, print_json
+from tvmrepro.cases import Case
+from tvmrepro.environments import Environment
+from tvmrepro.errors import BadInput, ReproError
+
+POLL_S = 0.25
+HTTP_TIMEOUT_S = 30.0
+# While the API restarts the client keeps asking this long before it gives up.
+RECONNECT_S = 60.0
+
+
+class ServiceError(ReproError):
+    """The service answered with an error that is not the input's fault (or did not answer)."""
+
+
+class ApiClient:
+    """The service's HTTP API, with errors translated into ReproError."""
+
+    def __init__(self, server: str, reconnect_s: float = RECONNECT_S) -> None:
+        self.server = server.rstrip("/")
+        self.reconnect_s = reconnect_s
+        self.http = httpx.Client(base_url=self.server, timeout=HTTP_TIMEOUT_S)
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        deadline = time.monotonic() + self.reconnect_s
+        while True:
+            try:
+                response = self.http.request(method, path, **kwargs)
+                break
+            except httpx.TransportError as exc:
+                if time.monotonic() > deadline:
+                    raise ServiceError(f"no answer from the service at {self.server} "
+                                       f"({exc}); is it running? (tvmrepro up)") from exc
+                time.sleep(1.0)
+        if response.status_code < 400:
+            return response.json()
+        self._raise(response)
+
+    @staticmethod
+    def _raise(response: httpx.Response) -> None:
+        try:
+            detail = response.json()["error"]
+        except (ValueError, KeyError, TypeError):
+            detail = {"message": response.text[:500]}
+        message, field = detail.get("message", ""), detail.get("field")
+        if response.status_code in (400, 413):
+            raise BadInput(field or "", message.removeprefix(f"{field}: ") if field else message)
+        raise ServiceError(f"HTTP {response.status_code}: {message}")
+
+    def submit(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST a job; the job as the service stored it."""
+        found: dict[str, Any] = self._call("POST", "/api/v1/jobs", json=body)
+        return found
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        """A job with runs and matrix."""
+        found: dict[str, Any] = self._call("GET", f"/api/v1/jobs/{job_id}")
+        return found
+
+    def result(self, job_id: str, run_id: str) -> dict[str, Any]:
+        """One run's full result."""
+        found: dict[str, Any] = self._call("GET", f"/api/v1/jobs/{job_id}/runs/{run_id}")
+        return found
+
+
+def _describe(run: dict[str, Any]) -> str:
+    result = run.get("result") or {}
+    if run["state"] != "done":
+        return run["state"]
+    text = result.get("status", "?") + (f" at {result['stage']}" if result.get("stage") else "")
+    return text + (" (cached)" if run.get("cached") else "")
+
+
+def follow(client: ApiClient, job: dict[str, Any], console: Console) -> dict[str, Any]:
+    """Poll a job until it is finished, showing each run's progress."""
+    columns = (SpinnerColumn(), TextColumn("{task.description}"),
+               TextColumn("{task.fields[state]}"), TimeElapsedColumn())
+    with Progress(*columns, console=console) as progress:
+        tasks: dict[str, TaskID] = {
+            run["id"]: progress.add_task(f"{run['variant']} @ {run['environment']}", total=1,
+                                         state=_describe(run))
+            for run in job["runs"]}
+        while True:
+            for run in job["runs"]:
+                progress.update(tasks[run["id"]], state=_describe(run),
+                                completed=1 if run["state"] == "done" else 0)
+            if job["status"] in ("done", "failed"):
+                return job
+            time.sleep(POLL_S)
+            job = client.job(job["id"])
+
+
+def matrix_view(job: dict[str, Any]) -> Group:
+    """The matrix (variants x environments), signature groups and where variants part."""
+    matrix = job["matrix"]
+    table = Table(title=job.get("title") or f"job {job['id']}")
+    table.add_column("variant")
+    for env_id in matrix["environments"]:
+        table.add_column(env_id, overflow="fold")
+    for variant, row in zip(matrix["variants"], matrix["cells"], strict=True):
+        cells = []
+        for cell in row:
+            style = _STATUS_STYLE.get(cell["status"] or "", "")
+            text = Text(cell["status"] or cell["state"], style=style)
+            text.append(f"\n{cell['stage']}" if cell["stage"] else "")
+            text.append(" (cached)" if cell["cached"] else "", style="dim")
+            cells.append(text)
+        table.add_row(variant, *cells)
+    parts: list[Any] = [table]
+    for number, group in enumerate(matrix["groups"], 1):
+        where = ", ".join(f"{c['variant']}@{c['environment']}" for c in group["cells"])
+        parts.append(Text(f"signature {number} ({group['status']}, {len(group['cells'])} "
+                          f"cells: {where}):\n  {group['signature']}"))
+    for comp in matrix["comparisons"]:
+        a, b = comp["a"], comp["b"]
+        step = comp["first_differing_pass"]
+        said = ("identical IR after every pass" if comp["identical"] else
+                f"IR first differs after pass {step['index']} ({step['a']} / {step['b']})")
+        parts.append(Text(f"{a['variant']} vs {b['variant']} on {a['environment']}: {said}"))
+    return Group(*parts)
+
+
+def run_remotely(case: Case, envs: list[Environment] | None, variants: list[str], server: str,
+                 as_json: bool) -> None:
+    """Submit a case to the service, wait for it, print the matrix (or JSON)."""
+    client = ApiClient(server)
+    body = {"kind": "run", "case": case.model_dump(mode="json", exclude_defaults=True),
+            "environments": [env.id for env in envs] if envs else "all",
+            "variants": variants}
+    job = client.submit(body)
+    console = error_console()
+    console.print(f"job {job['id']} at {server}", highlight=False)
+    job = follow(client, job, console)
+    if as_json:
+        runs = [client.result(job["id"], run["id"]) for run in job["runs"]]
+        print_json({"runs": runs, "job": job})
+        return
+    Console(width=max(Console().width, 120)).print(matrix_view(job))

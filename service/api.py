@@ -1,0 +1,159 @@
+"""The HTTP views: thin, each validating, calling the JobService and answering JSON."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from flask import Blueprint, Flask, Response, current_app, jsonify, request, url_for
+from pydantic import BaseModel
+from werkzeug.exceptions import HTTPException
+
+from service.jobs import JobService
+from service.models import ErrorBody, ErrorDetail, IRView
+from service.openapi import openapi_document
+from service.store import QueueFull
+from tvmrepro.errors import BadInput
+
+log = logging.getLogger(__name__)
+RETRY_AFTER_S = 10  # what a 429 suggests
+
+api = Blueprint("api", __name__, url_prefix="/api/v1")
+health = Blueprint("health", __name__)
+
+
+def service() -> JobService:
+    """The JobService of the running app."""
+    found: JobService = current_app.extensions["tvmrepro"]
+    return found
+
+
+def answer(model: BaseModel, status: int = 200) -> tuple[Response, int]:
+    """A pydantic model as a JSON response."""
+    return jsonify(model.model_dump(mode="json")), status
+
+
+def error(status: int, message: str, field: str | None = None) -> tuple[Response, int]:
+    """The one error shape: {"error": {"status", "message", "field"}}."""
+    return answer(ErrorBody(error=ErrorDetail(status=status, message=message, field=field)),
+                  status)
+
+
+def _json_body() -> Any:
+    raw = request.get_data(cache=False)  # over MAX_CONTENT_LENGTH: 413 before we read it
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError as exc:
+        raise BadInput("body", "not UTF-8 text") from exc
+    except json.JSONDecodeError as exc:
+        raise BadInput("body", f"not JSON: {exc.msg} at line {exc.lineno} "
+                               f"column {exc.colno}") from exc
+
+
+@api.post("/jobs")
+def submit_job() -> tuple[Response, int]:
+    """Submit a job; 202 with the job (runs served from the cache say so)."""
+    job = service().submit(_json_body())
+    response, status = answer(job, 202)
+    response.headers["Location"] = url_for("api.get_job", job_id=job.id)
+    return response, status
+
+
+@api.get("/jobs/<job_id>")
+def get_job(job_id: str) -> tuple[Response, int]:
+    """A job with its runs and matrix."""
+    job = service().job(job_id)
+    return answer(job) if job else error(404, f"no job {job_id!r}")
+
+
+def _result_id(job_id: str, run_id: str) -> str | None:
+    return service().result_id(job_id, run_id)
+
+
+@api.get("/jobs/<job_id>/runs/<run_id>")
+def get_run(job_id: str, run_id: str) -> tuple[Response, int]:
+    """One run's full result."""
+    result_id = _result_id(job_id, run_id)
+    result = service().store.result(result_id) if result_id else None
+    if result is None:
+        return error(404, f"no finished run {run_id!r} in job {job_id!r}")
+    return jsonify(result), 200
+
+
+@api.get("/jobs/<job_id>/runs/<run_id>/log")
+def get_log(job_id: str, run_id: str) -> tuple[Response, int]:
+    """One run's stdout and stderr."""
+    result_id = _result_id(job_id, run_id)
+    found = service().store.log(result_id) if result_id else None
+    if found is None:
+        return error(404, f"no finished run {run_id!r} in job {job_id!r}")
+    return jsonify(found), 200
+
+
+@api.get("/jobs/<job_id>/runs/<run_id>/ir")
+def get_ir(job_id: str, run_id: str) -> tuple[Response, int]:
+    """One run's TVMScript after each pass."""
+    result_id = _result_id(job_id, run_id)
+    if result_id is None:
+        return error(404, f"no finished run {run_id!r} in job {job_id!r}")
+    return answer(IRView.model_validate({"run": run_id,
+                                         "passes": service().store.passes(result_id)}))
+
+
+@api.get("/jobs/<job_id>/compare")
+def compare_runs(job_id: str) -> tuple[Response, int]:
+    """Where two runs' IR first differs (?a=RUN&b=RUN)."""
+    a, b = request.args.get("a"), request.args.get("b")
+    if not a or not b:
+        raise BadInput("a" if not a else "b", "name two run ids of the job: ?a=RUN&b=RUN")
+    found = service().compare(job_id, a, b)
+    return answer(found) if found else error(404, f"no finished runs {a!r} and {b!r} in "
+                                                  f"job {job_id!r}")
+
+
+@api.get("/environments")
+def environments() -> tuple[Response, int]:
+    """Pinned environments, with live workers and waiting runs."""
+    return answer(service().environments())
+
+
+@api.get("/openapi.json")
+def openapi() -> tuple[Response, int]:
+    """The OpenAPI document."""
+    return jsonify(openapi_document()), 200
+
+
+@health.get("/healthz")
+def healthz() -> tuple[Response, int]:
+    """200 when the store and the broker answer, else 503."""
+    found = service().health()
+    return answer(found, 200 if found.status == "ok" else 503)
+
+
+def register_errors(app: Flask) -> None:
+    """Every error answers in the one JSON shape; bad input is never a 500."""
+
+    @app.errorhandler(BadInput)
+    def _bad_input(exc: BadInput) -> tuple[Response, int]:
+        return error(400, str(exc), exc.field or None)
+
+    @app.errorhandler(QueueFull)
+    def _queue_full(exc: QueueFull) -> tuple[Response, int]:
+        response, status = error(429, str(exc))
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)
+        return response, status
+
+    @app.errorhandler(HTTPException)
+    def _http(exc: HTTPException) -> tuple[Response, int]:
+        code = exc.code or 500
+        if code == 413:
+            limit = current_app.config["MAX_CONTENT_LENGTH"]
+            return error(413, f"the request is larger than {limit} bytes")
+        return error(code, exc.description or exc.name)
+
+    @app.errorhandler(Exception)
+    def _fault(exc: Exception) -> tuple[Response, int]:
+        log.exception("internal error")
+        return error(500, f"internal error ({type(exc).__name__}); the request was not "
+                          "at fault")

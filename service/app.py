@@ -1,0 +1,22 @@
+"""The Flask application factory: nothing happens at import time."""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from service.api import api, health, register_errors
+from service.jobs import JobService
+from tvmrepro.settings import Settings
+
+
+def create_app(settings: Settings | None = None) -> Flask:
+    """The API for these settings (default: read from the environment)."""
+    settings = settings or Settings.from_env()
+    app = Flask("tvmrepro")
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_request_bytes
+    app.json.sort_keys = False  # type: ignore[attr-defined]  # keep the models' field order
+    app.extensions["tvmrepro"] = JobService.open(settings)
+    app.register_blueprint(api)
+    app.register_blueprint(health)
+    register_errors(app)
+    return app

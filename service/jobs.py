@@ -1,0 +1,244 @@
+"""Jobs: validate a submission, fan it out into runs (from the cache where it can), read it back."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import uuid
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+
+from celery import Celery
+from pydantic import ValidationError
+
+from images import HARNESS_DIR
+from service.matrix import build_matrix, compare, job_status
+from service.models import (
+    CellRef,
+    Comparison,
+    EnvironmentList,
+    EnvironmentView,
+    Health,
+    JobRequest,
+    JobView,
+    RunView,
+)
+from service.store import RunState, Store
+from tvmrepro.cases import Case, check_pass_names, parse_case
+from tvmrepro.environments import Catalog, Environment, default_catalog
+from tvmrepro.errors import BadInput
+from tvmrepro.settings import Settings
+from worker.celery_app import make_celery, publish_run, queue_length
+
+log = logging.getLogger(__name__)
+
+
+@cache
+def harness_digest() -> str:
+    """A hash of the harness's code: a changed harness makes earlier results stale."""
+    digest = hashlib.sha256()
+    for path in sorted(HARNESS_DIR.rglob("*.py")):
+        digest.update(path.relative_to(HARNESS_DIR).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def cache_key(case: Case, variant: str, env: Environment) -> str:
+    """What makes two runs the same: the case as run (title aside), the variant, the pins."""
+    spec = case.variant(variant)
+    material = {
+        "case": case.model_dump(mode="json", exclude={"title", "variants"}),
+        "variant": spec.model_dump(mode="json") if spec else variant,
+        "environment": env.id, "packages": env.packages, "target": env.target,
+        "harness": harness_digest(),
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat()
+
+
+def field_path(loc: tuple[int | str, ...]) -> str:
+    """('variants', 0, 'name') -> 'variants[0].name'."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _prefixed(exc: BadInput, prefix: str) -> BadInput:
+    # parse_case names the whole case "case" already; its parts get the prefix.
+    if not exc.field or exc.field == prefix:
+        return BadInput(prefix, exc.problem)
+    return BadInput(f"{prefix}.{exc.field}", exc.problem)
+
+
+class JobService:
+    """The API's side of the service: the store, the broker and the catalog together."""
+
+    def __init__(self, settings: Settings, store: Store, celery: Celery,
+                 catalog: Catalog | None = None) -> None:
+        self.settings, self.store, self.celery = settings, store, celery
+        self.catalog = catalog or default_catalog()
+
+    @classmethod
+    def open(cls, settings: Settings) -> JobService:
+        """Connect to the store (creating its tables) and the broker of these settings."""
+        store = Store(settings.store_url)
+        store.create_schema()
+        return cls(settings, store, make_celery(settings))
+
+    # Submission ---------------------------------------------------------------
+
+    def _request(self, body: Any) -> JobRequest:
+        if not isinstance(body, dict):
+            raise BadInput("body", f"must be a JSON object, got {type(body).__name__}")
+        try:
+            return JobRequest.model_validate(body)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = tuple(p for p in err["loc"] if p not in ("list[str]", "literal['all']"))
+            raise BadInput(field_path(loc) or "body", err["msg"]) from exc
+
+    def _environments(self, chosen: list[str] | str) -> list[Environment]:
+        if chosen == "all":
+            served = self.store.live_environments(self.settings.worker_stale_s)
+            envs = [env for env in self.catalog.environments if env.id in served]
+            if not envs:
+                raise BadInput("environments", "'all' means every environment a live worker "
+                                               "serves, and no worker is live; name them")
+            return envs
+        if not chosen:
+            raise BadInput("environments", "name at least one environment")
+        return self.catalog.select(list(chosen))
+
+    def _check_case(self, request: JobRequest) -> tuple[Case, list[str]]:
+        try:
+            case = parse_case(request.case)
+            known: set[str] = set()
+            for fingerprint in self.store.fingerprints().values():
+                known.update(fingerprint.get("passes") or [])
+            check_pass_names(case, known)
+        except BadInput as exc:
+            raise _prefixed(exc, "case") from exc
+        variants = request.variants or case.variant_names
+        for index, name in enumerate(variants):
+            try:
+                case.variant(name)
+            except BadInput as exc:
+                raise BadInput(f"variants[{index}]", exc.problem) from exc
+        return case, list(dict.fromkeys(variants))
+
+    def _runs(self, job_id: str, case: Case, variants: list[str], envs: list[Environment],
+              bypass_cache: bool, now: float) -> list[dict[str, Any]]:
+        runs: list[dict[str, Any]] = []
+        for variant in variants:
+            for env in envs:
+                key = cache_key(case, variant, env)
+                hit = None if bypass_cache else self.store.cached_result(key)
+                runs.append({
+                    "id": uuid.uuid4().hex, "job_id": job_id, "ordinal": len(runs),
+                    "variant": variant, "environment": env.id,
+                    "state": (RunState.DONE if hit else RunState.QUEUED).value,
+                    "cache_key": key, "cached": hit is not None, "result_id": hit,
+                    "timeout_s": case.timeout_s, "deliveries": 0, "created_at": now,
+                    "published_at": None if hit else now, "finished_at": now if hit else None})
+        return runs
+
+    def submit(self, body: Any) -> JobView:
+        """Validate, store and enqueue a job; BadInput names the wrong field, QueueFull is 429."""
+        request = self._request(body)
+        if request.kind != "run":
+            raise BadInput("kind", f"{request.kind!r} jobs are not served here; use 'run'")
+        case, variants = self._check_case(request)
+        envs = self._environments(request.environments)
+        if len(envs) * len(variants) > self.settings.max_queued_runs:
+            raise BadInput("environments", f"the job makes {len(envs) * len(variants)} runs; "
+                           f"this service queues at most {self.settings.max_queued_runs}")
+        job_id, now = uuid.uuid4().hex, time.time()
+        runs = self._runs(job_id, case, variants, envs, request.bypass_cache, now)
+        job = {"id": job_id, "kind": request.kind, "title": case.title,
+               "case": case.model_dump(mode="json", exclude_defaults=True),
+               "environments": [env.id for env in envs], "variants": variants,
+               "bypass_cache": request.bypass_cache, "created_at": now}
+        self.store.submit(job, runs, self.settings.max_queued_runs)
+        self._publish([run for run in runs if run["state"] == RunState.QUEUED])
+        view = self.job(job_id)
+        assert view is not None  # stored just above
+        return view
+
+    def _publish(self, runs: list[dict[str, Any]]) -> None:
+        # Stored before published: a publish that fails leaves the run waiting in the
+        # store, and the workers' recovery sweep publishes it again.
+        try:
+            for run in runs:
+                publish_run(self.celery, run["id"], run["environment"])
+        except Exception:
+            log.exception("publishing runs failed; the recovery sweep will publish them")
+
+    # Reading ------------------------------------------------------------------
+
+    def job(self, job_id: str) -> JobView | None:
+        """A job with its runs and matrix, or None."""
+        job = self.store.job(job_id)
+        if job is None:
+            return None
+        runs = [RunView(id=r["id"], variant=r["variant"], environment=r["environment"],
+                        state=r["state"], cached=r["cached"],
+                        cached_from=r["result_id"] if r["cached"] else None,
+                        deliveries=r["deliveries"], result=r["result"]) for r in job["runs"]]
+        return JobView(
+            id=job["id"], kind=job["kind"], title=job["title"], status=job_status(job["runs"]),
+            created_at=_iso(job["created_at"]), environments=job["environments"],
+            variants=job["variants"], bypass_cache=job["bypass_cache"],
+            cached_runs=sum(r.cached for r in runs), runs=runs,
+            matrix=build_matrix(job, self.store.passes), case=job["case"])
+
+    def result_id(self, job_id: str, run_id: str) -> str | None:
+        """The id under which a finished run's result is stored (None: unknown or unfinished)."""
+        run = self.store.run(job_id, run_id)
+        return run["result_id"] if run else None
+
+    def compare(self, job_id: str, a: str, b: str) -> Comparison | None:
+        """Compare two finished runs of a job (None if either is unknown or unfinished)."""
+        rows = [self.store.run(job_id, run_id) for run_id in (a, b)]
+        if any(row is None or not row["result_id"] for row in rows):
+            return None
+        refs = [CellRef(variant=r["variant"], environment=r["environment"])
+                for r in rows if r is not None]
+        ids = [r["result_id"] for r in rows if r is not None]
+        return compare(refs[0], self.store.passes(ids[0]), refs[1], self.store.passes(ids[1]))
+
+    def environments(self) -> EnvironmentList:
+        """Every catalog environment with its live workers and waiting runs."""
+        served = self.store.live_environments(self.settings.worker_stale_s)
+        fingerprints = self.store.fingerprints()
+        waiting = self.store.waiting_by_environment()
+        views = []
+        for env in self.catalog.environments:
+            fingerprint = fingerprints.get(env.id)
+            shown = {k: v for k, v in (fingerprint or {}).items() if k != "passes"} or None
+            views.append(EnvironmentView(
+                id=env.id, tvm=env.release, device=env.device, image=env.image,
+                packages=env.packages, workers=served.get(env.id, 0),
+                waiting=waiting.get(env.id, 0), fingerprint=shown))
+        return EnvironmentList(environments=views)
+
+    def health(self) -> Health:
+        """Whether the store and the broker answer."""
+        store = broker = "ok"
+        waiting = None
+        try:
+            waiting = self.store.waiting_count()
+        except Exception as exc:
+            store = f"unavailable: {type(exc).__name__}"
+        try:
+            queue_length(self.celery, "healthz")
+        except Exception as exc:
+            broker = f"unavailable: {type(exc).__name__}"
+        ok = store == broker == "ok"
+        return Health(status="ok" if ok else "unavailable", store=store, broker=broker, waiting_runs=waiting)

@@ -1,0 +1,189 @@
+"""What the HTTP API takes and gives: pydantic models (the OpenAPI document is made from them)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+from service.store import RunState
+
+# The case is validated by tvmrepro.cases (errors name case.<field>); its schema is Case's.
+CaseJson = Annotated[dict[str, Any], WithJsonSchema({"$ref": "#/components/schemas/Case"})]
+
+
+class JobStatus(str, Enum):
+    """A job's status, following from its runs."""
+
+    QUEUED = "queued"  # no run has started
+    RUNNING = "running"
+    DONE = "done"  # every run has a result
+    FAILED = "failed"  # every run has a result, and each is an infra_error
+
+
+class JobRequest(BaseModel):
+    """POST /api/v1/jobs."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["run", "bisect"] = "run"
+    case: CaseJson
+    environments: list[str] | Literal["all"] = Field(
+        default="all", description="environment ids, or 'all': every environment a live "
+                                   "worker serves")
+    variants: list[str] | None = Field(default=None, description="variant names (default all)")
+    bypass_cache: bool = Field(default=False, description="run again even if a result exists")
+
+
+class CellRef(BaseModel):
+    """One cell of the matrix: a variant in an environment."""
+
+    variant: str
+    environment: str
+
+
+class Cell(CellRef):
+    """What happened in one cell."""
+
+    run: str
+    state: RunState
+    status: str | None = None
+    stage: str | None = None
+    signature: str | None = None
+    cached: bool = False
+
+
+class SignatureGroup(BaseModel):
+    """Cells that failed the same way: one bug, many places."""
+
+    signature: str
+    status: str
+    cells: list[CellRef]
+
+
+class PassStep(BaseModel):
+    """The pass at one index of the two cells compared (None: that cell has no such pass)."""
+
+    index: int
+    a: str | None
+    b: str | None
+
+
+class Comparison(BaseModel):
+    """Where two cells' IR first differs, with a unified diff of the IR after that pass."""
+
+    a: CellRef
+    b: CellRef
+    identical: bool = Field(description="the IR agrees after every pass both ran")
+    first_differing_pass: PassStep | None = None
+    diff: str = ""
+    truncated: bool = False
+
+
+class Matrix(BaseModel):
+    """Variants (rows) by environments (columns)."""
+
+    variants: list[str]
+    environments: list[str]
+    cells: list[list[Cell]] = Field(description="cells[i][j]: variants[i] in environments[j]")
+    groups: list[SignatureGroup]
+    comparisons: list[Comparison] = Field(
+        description="in each environment, the first variant against every other variant")
+
+
+class RunView(BaseModel):
+    """One run of a job; `result` is its result without log and IR (see /log and /ir)."""
+
+    id: str
+    variant: str
+    environment: str
+    state: RunState
+    cached: bool = Field(description="served from an earlier identical run")
+    cached_from: str | None = None
+    deliveries: int
+    result: dict[str, Any] | None = None
+
+
+class JobView(BaseModel):
+    """GET /api/v1/jobs/<id> (and the answer to POST)."""
+
+    id: str
+    kind: str
+    title: str
+    status: JobStatus
+    created_at: str
+    environments: list[str]
+    variants: list[str]
+    bypass_cache: bool
+    cached_runs: int
+    runs: list[RunView]
+    matrix: Matrix
+    case: dict[str, Any]
+
+
+class LogView(BaseModel):
+    """A run's output, each stream capped."""
+
+    stdout: str
+    stderr: str
+    truncated: bool
+
+
+class PassIR(BaseModel):
+    """One pass of a run: its function table and the TVMScript after it."""
+
+    index: int
+    name: str
+    seconds: float
+    functions: list[dict[str, Any]]
+    ir: str
+
+
+class IRView(BaseModel):
+    """A run's per-pass IR."""
+
+    run: str
+    passes: list[PassIR]
+
+
+class EnvironmentView(BaseModel):
+    """One pinned environment, and who serves it."""
+
+    id: str
+    tvm: str
+    device: str
+    image: str
+    packages: dict[str, str]
+    workers: int = Field(description="live workers consuming its queue")
+    waiting: int = Field(description="runs waiting for a worker")
+    fingerprint: dict[str, Any] | None = Field(
+        default=None, description="what a worker found in it (TVM version, libinfo)")
+
+
+class EnvironmentList(BaseModel):
+    """GET /api/v1/environments."""
+
+    environments: list[EnvironmentView]
+
+
+class Health(BaseModel):
+    """GET /healthz: the store and the broker answer."""
+
+    status: Literal["ok", "unavailable"]
+    store: str
+    broker: str
+    waiting_runs: int | None = None
+
+
+class ErrorDetail(BaseModel):
+    """What was wrong; `field` names the part of the request (e.g. case.variants[0].passes[1])."""
+
+    status: int
+    message: str
+    field: str | None = None
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx and 5xx answer."""
+
+    error: ErrorDetail

@@ -1,0 +1,101 @@
+"""The OpenAPI document, made from the routes below and the pydantic models they name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from service.models import (
+    Comparison,
+    EnvironmentList,
+    ErrorBody,
+    Health,
+    IRView,
+    JobRequest,
+    JobView,
+    LogView,
+)
+from tvmrepro.cases import Case
+from tvmrepro.results import Result
+
+OPENAPI_VERSION = "3.1.0"
+REF = "#/components/schemas/{model}"
+
+
+@dataclass(frozen=True)
+class Route:
+    """One operation: method, path (OpenAPI style), models in and out."""
+
+    method: str
+    path: str
+    summary: str
+    responses: dict[int, type[BaseModel]]
+    request: type[BaseModel] | None = None
+    query: dict[str, str] = field(default_factory=dict)
+
+
+_JOB = "/api/v1/jobs/{job_id}"
+_RUN = _JOB + "/runs/{run_id}"
+ROUTES = (
+    Route("post", "/api/v1/jobs", "Submit a job: a case, environments, variants", request=JobRequest,
+          responses={202: JobView, 400: ErrorBody, 413: ErrorBody, 429: ErrorBody}),
+    Route("get", _JOB, "A job: status, runs and the variant x environment matrix",
+          responses={200: JobView, 404: ErrorBody}),
+    Route("get", _RUN, "One run's full result (log and per-pass IR included)",
+          responses={200: Result, 404: ErrorBody}),
+    Route("get", _RUN + "/log", "One run's stdout and stderr",
+          responses={200: LogView, 404: ErrorBody}),
+    Route("get", _RUN + "/ir", "One run's TVMScript after each pass",
+          responses={200: IRView, 404: ErrorBody}),
+    Route("get", _JOB + "/compare", "Where two runs' IR first differs, with a diff",
+          query={"a": "a run id of the job", "b": "another run id of the job"},
+          responses={200: Comparison, 400: ErrorBody, 404: ErrorBody}),
+    Route("get", "/api/v1/environments", "Pinned environments and the workers serving them",
+          responses={200: EnvironmentList}),
+    Route("get", "/healthz", "Whether the store and the broker answer",
+          responses={200: Health, 503: Health}),
+)
+
+
+def _parameters(route: Route) -> list[dict[str, Any]]:
+    params = [{"name": name.strip("{}"), "in": "path", "required": True,
+               "schema": {"type": "string"}}
+              for name in route.path.split("/") if name.startswith("{")]
+    params += [{"name": name, "in": "query", "required": True, "description": text,
+                "schema": {"type": "string"}} for name, text in route.query.items()]
+    return params
+
+
+def _operation(route: Route) -> dict[str, Any]:
+    op: dict[str, Any] = {"summary": route.summary, "responses": {
+        str(code): {"description": model.__doc__.splitlines()[0] if model.__doc__ else "",
+                    "content": {"application/json": {
+                        "schema": {"$ref": REF.format(model=model.__name__)}}}}
+        for code, model in route.responses.items()}}
+    if params := _parameters(route):
+        op["parameters"] = params
+    if route.request is not None:
+        op["requestBody"] = {"required": True, "content": {"application/json": {
+            "schema": {"$ref": REF.format(model=route.request.__name__)}}}}
+    return op
+
+
+def openapi_document() -> dict[str, Any]:
+    """The whole OpenAPI 3.1 document of the service."""
+    models: set[type[BaseModel]] = {Case}
+    for route in ROUTES:
+        models.update(route.responses.values())
+        if route.request is not None:
+            models.add(route.request)
+    ordered = sorted(models, key=lambda m: m.__name__)
+    _, schemas = models_json_schema([(m, "serialization") for m in ordered], ref_template=REF)
+    paths: dict[str, dict[str, Any]] = {}
+    for route in ROUTES:
+        paths.setdefault(route.path, {})[route.method] = _operation(route)
+    return {"openapi": OPENAPI_VERSION,
+            "info": {"title": "tvm-repro", "version": "1",
+                     "description": "Run TVM bug reports on pinned TVM versions."},
+            "paths": paths, "components": {"schemas": schemas.get("$defs", {})}}

@@ -1,0 +1,106 @@
+"""The job store's tables (SQLAlchemy Core): the same schema on SQLite and PostgreSQL.
+
+    jobs          one submission: the case, the environments and variants asked for
+    runs          one (variant, environment) of a job; `state` queued -> running -> done;
+                  `result_id` names the run whose result it shows (itself, or the
+                  run it was served from by the cache)
+    results       one per run that really ran: status, stage, signature, the rest as JSON
+    logs          that run's stdout and stderr
+    pass_ir       that run's TVMScript after each pass, one row per pass
+    admission     one row; every submission locks it, so the queue cap holds under
+                  concurrent submissions on either database
+    workers       live workers and the environments they serve (heartbeats)
+    fingerprints  what each served environment's TVM has (version, pass names)
+
+Times are seconds since the epoch (float), the same on both databases.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+ID = sa.String(32)  # uuid4().hex
+
+jobs = sa.Table(
+    "jobs", metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("title", sa.Text, nullable=False, default=""),
+    sa.Column("case", sa.JSON, nullable=False),
+    sa.Column("environments", sa.JSON, nullable=False),
+    sa.Column("variants", sa.JSON, nullable=False),
+    sa.Column("bypass_cache", sa.Boolean, nullable=False, default=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+runs = sa.Table(
+    "runs", metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("job_id", ID, sa.ForeignKey("jobs.id"), nullable=False, index=True),
+    sa.Column("ordinal", sa.Integer, nullable=False),
+    sa.Column("variant", sa.String(64), nullable=False),
+    sa.Column("environment", sa.String(64), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("cache_key", sa.String(64), nullable=False, index=True),
+    sa.Column("cached", sa.Boolean, nullable=False, default=False),
+    sa.Column("result_id", ID, nullable=True),
+    sa.Column("timeout_s", sa.Integer, nullable=False),
+    sa.Column("deliveries", sa.Integer, nullable=False, default=0),
+    sa.Column("claimed_by", sa.String(128), nullable=True),
+    sa.Column("claimed_at", sa.Float, nullable=True),
+    sa.Column("published_at", sa.Float, nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("finished_at", sa.Float, nullable=True),
+    sa.Index("runs_state_environment", "state", "environment"),
+)
+
+results = sa.Table(
+    "results", metadata,
+    sa.Column("run_id", ID, sa.ForeignKey("runs.id"), primary_key=True),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("stage", sa.String(128), nullable=True),
+    sa.Column("signature", sa.Text, nullable=True),
+    sa.Column("data", sa.JSON, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+logs = sa.Table(
+    "logs", metadata,
+    sa.Column("run_id", ID, sa.ForeignKey("runs.id"), primary_key=True),
+    sa.Column("stdout", sa.Text, nullable=False),
+    sa.Column("stderr", sa.Text, nullable=False),
+    sa.Column("truncated", sa.Boolean, nullable=False),
+)
+
+pass_ir = sa.Table(
+    "pass_ir", metadata,
+    sa.Column("run_id", ID, sa.ForeignKey("runs.id"), primary_key=True),
+    sa.Column("idx", sa.Integer, primary_key=True),
+    sa.Column("name", sa.String(128), nullable=False),
+    sa.Column("seconds", sa.Float, nullable=False),
+    sa.Column("functions", sa.JSON, nullable=False),
+    sa.Column("ir", sa.Text, nullable=False),
+)
+
+admission = sa.Table(
+    "admission", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("tickets", sa.Integer, nullable=False),
+)
+
+workers = sa.Table(
+    "workers", metadata,
+    sa.Column("id", sa.String(128), primary_key=True),
+    sa.Column("environments", sa.JSON, nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("heartbeat_at", sa.Float, nullable=False),
+)
+
+fingerprints = sa.Table(
+    "fingerprints", metadata,
+    sa.Column("environment", sa.String(64), primary_key=True),
+    sa.Column("data", sa.JSON, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)

@@ -1,0 +1,334 @@
+"""The job store: jobs, runs, results, logs and per-pass IR in SQLite or PostgreSQL.
+
+The store, not the broker, is the truth about a job: a run is stored before its
+message is published, a worker claims it here before running it and stores its
+result here with a conditional update, so a redelivered or republished message
+can never give a run a second result (`finish` returns False for it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.pool import NullPool
+
+from service import schema as t
+from tvmrepro.errors import ReproError
+from tvmrepro.results import Result, Status
+
+SQLITE_BUSY_S = 30.0  # how long a SQLite writer waits for another's lock
+SCHEMA_ATTEMPTS = 5  # concurrent first starts may race to create the tables
+
+
+class RunState(str, Enum):
+    """Where a run is in its life."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+
+
+class QueueFull(ReproError):
+    """Admitting the job would put more runs in the queue than the cap allows (HTTP 429)."""
+
+    def __init__(self, waiting: int, cap: int) -> None:
+        super().__init__(f"the queue holds {waiting} waiting runs (cap {cap}); retry later")
+        self.waiting, self.cap = waiting, cap
+
+
+class Action(str, Enum):
+    """What a worker should do with a delivered run."""
+
+    RUN = "run"
+    SKIP = "skip"  # done already, or held by a live claimer: acknowledge and drop
+    EXHAUSTED = "exhausted"  # delivered too often: store infra_error instead of running
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A worker's claim on a run, with what it needs to run it."""
+
+    action: Action
+    run_id: str
+    job_id: str = ""
+    case: dict[str, Any] | None = None
+    variant: str = ""
+    environment: str = ""
+    deliveries: int = 0
+
+
+def _sqlite_engine(url: str, pooled: bool) -> Engine:
+    extra: dict[str, Any] = {} if pooled else {"poolclass": NullPool}
+    engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_S,
+                                                 "check_same_thread": False}, **extra)
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # SQLAlchemy, not the driver, begins transactions
+        cursor = dbapi_conn.cursor()
+        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
+            cursor.execute(f"PRAGMA {pragma}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        # A writer takes the lock up front: upgrading a read lock later fails at once
+        # ("database is locked") instead of waiting.
+        immediate = conn.get_execution_options().get("write")
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+def make_engine(url: str, pooled: bool = True) -> Engine:
+    """An engine for a store URL (sqlite:///..., postgresql+psycopg://...)."""
+    if url.startswith("sqlite"):
+        return _sqlite_engine(url, pooled)
+    if url.startswith("postgresql://"):  # the common spelling; psycopg 3 is the driver we ship
+        url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
+    if not pooled:
+        return sa.create_engine(url, poolclass=NullPool)
+    return sa.create_engine(url, pool_pre_ping=True)
+
+
+class Store:
+    """Every read and write of jobs and runs; safe to share between threads of one process."""
+
+    def __init__(self, url: str, pooled: bool = True) -> None:
+        self.url = url
+        self.engine = make_engine(url, pooled)
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn:
+            conn.execution_options(write=True)
+            with conn.begin():
+                yield conn
+
+    def create_schema(self) -> None:
+        """Create missing tables and the admission row (idempotent, safe at once in many places)."""
+        for attempt in range(SCHEMA_ATTEMPTS):
+            try:
+                with self._write() as conn:
+                    t.metadata.create_all(conn)
+                    if conn.execute(sa.select(t.admission.c.id)).first() is None:
+                        conn.execute(t.admission.insert().values(id=1, tickets=0))
+                return
+            except sa.exc.DBAPIError:
+                if attempt == SCHEMA_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+
+    def drop_schema(self) -> None:
+        """Drop every table of the store (tests clean up with it)."""
+        t.metadata.drop_all(self.engine)
+
+    def ping(self) -> None:
+        """Raise if the database does not answer."""
+        with self.engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+
+    def dispose(self) -> None:
+        """Close pooled connections (after a fork, or at exit)."""
+        self.engine.dispose()
+
+    # Submission ---------------------------------------------------------------
+
+    def submit(self, job: dict[str, Any], new_runs: list[dict[str, Any]], cap: int) -> None:
+        """Store a job and its runs in one transaction, or raise QueueFull storing nothing."""
+        waiting_new = sum(1 for run in new_runs if run["state"] == RunState.QUEUED)
+        with self._write() as conn:
+            # Locks the admission row: concurrent submissions count and insert one at a time.
+            conn.execute(t.admission.update().where(t.admission.c.id == 1)
+                         .values(tickets=t.admission.c.tickets + 1))
+            if waiting_new:
+                waiting = self._count_waiting(conn)
+                if waiting + waiting_new > cap:
+                    raise QueueFull(waiting, cap)
+            conn.execute(t.jobs.insert().values(**job))
+            if new_runs:
+                conn.execute(t.runs.insert(), new_runs)
+
+    @staticmethod
+    def _count_waiting(conn: Connection) -> int:
+        query = sa.select(sa.func.count()).where(t.runs.c.state == RunState.QUEUED.value)
+        return int(conn.execute(query).scalar_one())
+
+    def waiting_count(self) -> int:
+        """How many runs wait for a worker."""
+        with self.engine.connect() as conn:
+            return self._count_waiting(conn)
+
+    def waiting_by_environment(self) -> dict[str, int]:
+        """Environment id -> how many of its runs wait for a worker."""
+        query = (sa.select(t.runs.c.environment, sa.func.count())
+                 .where(t.runs.c.state == RunState.QUEUED.value).group_by(t.runs.c.environment))
+        with self.engine.connect() as conn:
+            return {env_id: int(n) for env_id, n in conn.execute(query)}
+
+    def cached_result(self, cache_key: str) -> str | None:
+        """The result id of the newest finished run with this key (never an infra_error)."""
+        query = (sa.select(t.runs.c.result_id)
+                 .join(t.results, t.results.c.run_id == t.runs.c.result_id)
+                 .where(t.runs.c.cache_key == cache_key, t.runs.c.state == RunState.DONE.value,
+                        t.results.c.status != Status.INFRA_ERROR.value)
+                 .order_by(t.runs.c.finished_at.desc()).limit(1))
+        with self.engine.connect() as conn:
+            return conn.execute(query).scalar_one_or_none()
+
+    def mark_published(self, run_ids: list[str], at: float) -> None:
+        """Record that these runs' messages were (re)published at `at`."""
+        if run_ids:
+            with self._write() as conn:
+                conn.execute(t.runs.update().where(t.runs.c.id.in_(run_ids))
+                             .values(published_at=at))
+
+    # Reading ------------------------------------------------------------------
+
+    def job(self, job_id: str) -> dict[str, Any] | None:
+        """A job with its runs in order, each with its result's summary (or None)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(t.jobs).where(t.jobs.c.id == job_id)).mappings().first()
+            if row is None:
+                return None
+            query = (sa.select(t.runs, t.results.c.data.label("result"))
+                     .outerjoin(t.results, t.results.c.run_id == t.runs.c.result_id)
+                     .where(t.runs.c.job_id == job_id).order_by(t.runs.c.ordinal))
+            runs = [dict(r) for r in conn.execute(query).mappings()]
+        return {**dict(row), "runs": runs}
+
+    def run(self, job_id: str, run_id: str) -> dict[str, Any] | None:
+        """One run row of a job, or None."""
+        query = sa.select(t.runs).where(t.runs.c.id == run_id, t.runs.c.job_id == job_id)
+        with self.engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        return dict(row) if row else None
+
+    def result(self, result_id: str) -> dict[str, Any] | None:
+        """The full stored result (log and every pass's IR included)."""
+        with self.engine.connect() as conn:
+            data = conn.execute(sa.select(t.results.c.data)
+                                .where(t.results.c.run_id == result_id)).scalar_one_or_none()
+        if data is None:
+            return None
+        full = {**data, "passes": self.passes(result_id), "log": self.log(result_id)}
+        return full
+
+    def log(self, result_id: str) -> dict[str, Any] | None:
+        """A run's stdout, stderr and whether they were cut."""
+        query = sa.select(t.logs.c.stdout, t.logs.c.stderr, t.logs.c.truncated).where(
+            t.logs.c.run_id == result_id)
+        with self.engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        return dict(row) if row else None
+
+    def passes(self, result_id: str) -> list[dict[str, Any]]:
+        """A run's passes in order, each with the TVMScript after it."""
+        query = (sa.select(t.pass_ir.c.idx.label("index"), t.pass_ir.c.name, t.pass_ir.c.seconds,
+                           t.pass_ir.c.functions, t.pass_ir.c.ir)
+                 .where(t.pass_ir.c.run_id == result_id).order_by(t.pass_ir.c.idx))
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(query).mappings()]
+
+    # Workers ------------------------------------------------------------------
+
+    def claim(self, run_id: str, worker: str, max_deliveries: int, grace_s: float,
+              claimer_gone: Callable[[str], bool]) -> Claim:
+        """Take a delivered run for `worker`, unless it is done or a live claimer holds it."""
+        now = time.time()
+        query = (sa.select(t.runs, t.jobs.c.case).join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
+                 .where(t.runs.c.id == run_id).with_for_update(of=t.runs))
+        with self._write() as conn:
+            row = conn.execute(query).mappings().first()
+            if row is None or row["state"] == RunState.DONE:
+                return Claim(Action.SKIP, run_id)
+            if row["state"] == RunState.RUNNING and not (
+                    claimer_gone(row["claimed_by"] or "")
+                    or row["claimed_at"] + row["timeout_s"] + grace_s < now):
+                return Claim(Action.SKIP, run_id)
+            action = Action.EXHAUSTED if row["deliveries"] >= max_deliveries else Action.RUN
+            if action is Action.RUN:
+                conn.execute(t.runs.update().where(t.runs.c.id == run_id).values(
+                    state=RunState.RUNNING.value, deliveries=row["deliveries"] + 1,
+                    claimed_by=worker, claimed_at=now))
+        return Claim(action, run_id, row["job_id"], row["case"], row["variant"],
+                     row["environment"], row["deliveries"] + (action is Action.RUN))
+
+    def finish(self, run_id: str, result: Result) -> bool:
+        """Store a run's result unless it already has one; True when this call stored it."""
+        data = result.to_json()
+        log = data.pop("log")
+        passes = data.pop("passes")
+        data["passes"] = [{k: v for k, v in p.items() if k != "ir"} for p in passes]
+        with self._write() as conn:
+            stored = conn.execute(
+                t.runs.update().where(t.runs.c.id == run_id, t.runs.c.state != RunState.DONE)
+                .values(state=RunState.DONE.value, result_id=run_id, finished_at=time.time()))
+            if stored.rowcount != 1:
+                return False
+            conn.execute(t.results.insert().values(
+                run_id=run_id, status=data["status"], stage=data["stage"],
+                signature=data["signature"], data=data, created_at=time.time()))
+            conn.execute(t.logs.insert().values(run_id=run_id, **log))
+            if passes:
+                conn.execute(t.pass_ir.insert(), [
+                    {"run_id": run_id, "idx": p["index"], "name": p["name"],
+                     "seconds": p["seconds"], "functions": p["functions"], "ir": p["ir"]}
+                    for p in passes])
+        return True
+
+    def unfinished(self, environments: list[str]) -> list[dict[str, Any]]:
+        """Queued and running runs of these environments (the recovery sweep reads them)."""
+        query = sa.select(t.runs.c.id, t.runs.c.environment, t.runs.c.state,
+                          t.runs.c.timeout_s, t.runs.c.claimed_by, t.runs.c.claimed_at,
+                          t.runs.c.published_at).where(
+            t.runs.c.state != RunState.DONE.value, t.runs.c.environment.in_(environments))
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(query).mappings()]
+
+    def heartbeat(self, worker: str, environments: list[str]) -> None:
+        """Record that `worker` is alive and serves `environments`."""
+        now = time.time()
+        with self._write() as conn:
+            done = conn.execute(t.workers.update().where(t.workers.c.id == worker)
+                                .values(environments=environments, heartbeat_at=now))
+            if done.rowcount == 0:
+                conn.execute(t.workers.insert().values(id=worker, environments=environments,
+                                                       started_at=now, heartbeat_at=now))
+
+    def forget_worker(self, worker: str) -> None:
+        """Remove a worker that stopped cleanly."""
+        with self._write() as conn:
+            conn.execute(t.workers.delete().where(t.workers.c.id == worker))
+
+    def live_environments(self, stale_s: float) -> dict[str, int]:
+        """Environment id -> how many live workers serve it."""
+        since = time.time() - stale_s
+        query = sa.select(t.workers.c.environments).where(t.workers.c.heartbeat_at >= since)
+        counts: dict[str, int] = {}
+        with self.engine.connect() as conn:
+            for served in conn.execute(query).scalars():
+                for env_id in served:
+                    counts[env_id] = counts.get(env_id, 0) + 1
+        return counts
+
+    def save_fingerprint(self, environment: str, data: dict[str, Any]) -> None:
+        """Record what a served environment's TVM has."""
+        with self._write() as conn:
+            conn.execute(t.fingerprints.delete().where(t.fingerprints.c.environment == environment))
+            conn.execute(t.fingerprints.insert().values(environment=environment, data=data,
+                                                        updated_at=time.time()))
+
+    def fingerprints(self) -> dict[str, dict[str, Any]]:
+        """Environment id -> fingerprint, for every environment a worker has served."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(t.fingerprints.c.environment, t.fingerprints.c.data))
+            return {env_id: data for env_id, data in rows}

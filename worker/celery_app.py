@@ -1,0 +1,90 @@
+"""The Celery application: Redis when REDIS_URL is set, else an embedded SQLite broker.
+
+Every environment has its own queue, so a worker consumes exactly the
+environments it has. Nothing is lost when a worker dies: messages are
+acknowledged only after the run's result is stored (`acks_late`), a worker
+process killed mid-run hands its message back (`task_reject_on_worker_lost`),
+each worker process holds one message at a time (prefetch 1), and Redis hands
+out an unacknowledged message again only after the longest allowed run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+from kombu.transport import sqlalchemy as sqla_transport
+
+from tvmrepro.settings import Settings
+
+QUEUE_PREFIX = "tvmrepro."
+RUN_TASK = "tvmrepro.run"
+EMBEDDED_POLLING_S = 0.1  # kombu polls SQL brokers; its default of 1 s doubles a short run
+SQLITE_BROKER_BUSY_S = 30.0
+REDIS_SOCKET_TIMEOUT_S = 10.0
+PUBLISH_RETRY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.5, "interval_max": 2}
+
+
+class EmbeddedTransport(sqla_transport.Transport):
+    """kombu's SQLAlchemy transport, polling more often."""
+
+    polling_interval = EMBEDDED_POLLING_S
+
+
+def queue_name(env_id: str) -> str:
+    """The queue of one environment's runs."""
+    return f"{QUEUE_PREFIX}{env_id}"
+
+
+def _broker_options(settings: Settings) -> dict[str, Any]:
+    if settings.redis_url:
+        return {"broker_transport_options": {
+            "visibility_timeout": settings.visibility_timeout_s,
+            "socket_timeout": REDIS_SOCKET_TIMEOUT_S,
+            "socket_connect_timeout": REDIS_SOCKET_TIMEOUT_S,
+        }}
+    return {
+        "broker_url": settings.broker_url.removeprefix("sqla+"),
+        "broker_transport": f"{__name__}:EmbeddedTransport",
+        # Passed to create_engine by kombu: wait for a busy SQLite file instead of failing.
+        "broker_transport_options": {"connect_args": {"timeout": SQLITE_BROKER_BUSY_S}},
+    }
+
+
+def make_celery(settings: Settings) -> Celery:
+    """A Celery app for these settings (the task module is imported by workers only)."""
+    settings.home.mkdir(parents=True, exist_ok=True)
+    app = Celery("tvmrepro", broker=settings.broker_url, set_as_current=False)
+    app.conf.update(
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_ignore_result=True,  # results go to the job store, not to Celery
+        task_serializer="json",
+        accept_content=["json"],
+        task_default_queue=f"{QUEUE_PREFIX}default",
+        broker_connection_retry_on_startup=True,
+        broker_connection_max_retries=None,  # a broker restart must not end the worker
+        worker_cancel_long_running_tasks_on_connection_loss=False,
+        worker_enable_remote_control=False,  # no broadcast queues: nothing here uses them
+        worker_hijack_root_logger=False,
+        **_broker_options(settings),
+    )
+    app.conf.tvmrepro_settings = settings
+    return app
+
+
+def publish_run(app: Celery, run_id: str, env_id: str) -> None:
+    """Put one stored run on its environment's queue."""
+    app.send_task(RUN_TASK, args=[run_id], queue=queue_name(env_id), retry=True,
+                  retry_policy=PUBLISH_RETRY)
+
+
+def queue_length(app: Celery, env_id: str) -> int:
+    """How many messages wait on an environment's queue (0 when the broker lost the queue)."""
+    with app.connection_for_read() as conn:
+        try:
+            declared = conn.default_channel.queue_declare(queue=queue_name(env_id), passive=True)
+        except conn.channel_errors:
+            return 0
+        return int(declared.message_count)

@@ -1,0 +1,51 @@
+"""A worker process: make its environments, tell the store what they have, consume their queues."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from typing import Any
+
+from service.store import Store
+from tvmrepro.environments import Environment
+from tvmrepro.settings import Settings
+from worker.celery_app import make_celery, queue_name
+from worker.provision import provision, read_fingerprint
+from worker.recovery import Recovery
+
+log = logging.getLogger(__name__)
+# What the API needs of a fingerprint: pass names validate cases; the rest is shown.
+FINGERPRINT_FIELDS = ("version", "python", "libinfo", "passes")
+
+
+def prepare(settings: Settings, envs: list[Environment], store: Store) -> None:
+    """Provision (local runtime) and record each environment's fingerprint in the store."""
+    for env in envs:
+        if settings.runtime == "local":
+            facts: dict[str, Any] | None = provision(settings, env)
+        else:
+            facts = read_fingerprint(settings, env)
+        if facts:
+            store.save_fingerprint(env.id, {k: facts.get(k) for k in FINGERPRINT_FIELDS})
+
+
+def run_worker(settings: Settings, envs: list[Environment], concurrency: int | None = None,
+               loglevel: str = "INFO") -> None:
+    """Serve `envs` until stopped (blocks); runs go through the configured runtime."""
+    store = Store(settings.store_url)
+    store.create_schema()
+    prepare(settings, envs, store)
+    store.dispose()
+    app = make_celery(settings)
+    app.conf.tvmrepro_environments = [env.id for env in envs]
+    app.conf.include = ["worker.tasks"]
+    app.steps["worker"].add(Recovery)
+    queues = ",".join(queue_name(env.id) for env in envs)
+    nodename = f"tvmrepro-{os.getpid()}@{socket.gethostname()}"
+    log.info("worker %s serves %s", nodename, queues)
+    app.worker_main([
+        "worker", "--queues", queues, "--hostname", nodename, "--pool", "prefork",
+        "--concurrency", str(concurrency or settings.worker_concurrency),
+        "--loglevel", loglevel, "--without-mingle", "--without-gossip", "--without-heartbeat",
+    ])

@@ -1,0 +1,112 @@
+"""The recovery sweep, in each worker's main process: nothing the broker loses stays lost.
+
+Every `reconcile_interval_s` the sweep records a heartbeat for the worker and
+looks, in the job store, at the unfinished runs of the environments it serves:
+- a waiting run whose queue is empty on the broker (a Redis restarted without
+  persistence), or that has waited `requeue_after_s` since it was published;
+- a running run whose claimer is provably dead (a process of this host that is
+  gone) or silent past its own time limit plus `claim_grace_s` (a lost host),
+  unless it was published again since it was claimed.
+Those are published again. A duplicate message is harmless: the task claims the
+run in the store first and drops it when it is done or held by a live process.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from celery import Celery, bootsteps
+
+from service.store import RunState, Store
+from tvmrepro.settings import Settings
+from worker.celery_app import publish_run, queue_length
+from worker.tasks import claimer_gone, process_id
+
+log = logging.getLogger(__name__)
+SETTLE_S = 2.0  # a message this young may be on its way to a worker: not yet missing
+
+
+class Sweeper:
+    """Heartbeat and republishing of lost runs for one worker."""
+
+    def __init__(self, app: Celery, settings: Settings, environments: list[str]) -> None:
+        self.app, self.settings, self.environments = app, settings, environments
+        self.worker_id = process_id()
+        # No pool: the main process forks pool processes, which must inherit no connection.
+        self.store = Store(settings.store_url, pooled=False)
+
+    def _waiting_lost(self, row: dict[str, Any], empty: set[str], now: float) -> bool:
+        published = row["published_at"] or 0.0
+        if published > now - SETTLE_S:
+            return False
+        return row["environment"] in empty or published < now - self.settings.requeue_after_s
+
+    def _running_lost(self, row: dict[str, Any], now: float) -> bool:
+        published, claimed = row["published_at"] or 0.0, row["claimed_at"] or 0.0
+        if published > claimed and published > now - self.settings.requeue_after_s:
+            return False  # already published again since it was claimed
+        silent = claimed + row["timeout_s"] + self.settings.claim_grace_s < now
+        return silent or claimer_gone(row["claimed_by"] or "")
+
+    def lost_runs(self) -> list[tuple[str, str]]:
+        """(run id, environment) of every run to publish again."""
+        now = time.time()
+        rows = self.store.unfinished(self.environments)
+        waiting_envs = {r["environment"] for r in rows if r["state"] == RunState.QUEUED}
+        empty = {env for env in waiting_envs if queue_length(self.app, env) == 0}
+        lost = []
+        for row in rows:
+            if (row["state"] == RunState.QUEUED and self._waiting_lost(row, empty, now)) or (
+                    row["state"] == RunState.RUNNING and self._running_lost(row, now)):
+                lost.append((row["id"], row["environment"]))
+        return lost
+
+    def tick(self) -> None:
+        """One sweep; a failure is logged and the next tick tries again."""
+        try:
+            self.store.heartbeat(self.worker_id, self.environments)
+            lost = self.lost_runs()
+            for run_id, env_id in lost:
+                publish_run(self.app, run_id, env_id)
+            self.store.mark_published([run_id for run_id, _ in lost], time.time())
+            if lost:
+                log.warning("published %d lost runs again: %s", len(lost),
+                            ", ".join(run_id for run_id, _ in lost))
+        except Exception:
+            log.exception("recovery sweep failed; trying again in %.0f s",
+                          self.settings.reconcile_interval_s)
+
+    def stop(self) -> None:
+        """The worker stops cleanly: it no longer serves anything."""
+        try:
+            self.store.forget_worker(self.worker_id)
+        except Exception:
+            log.exception("could not deregister worker %s", self.worker_id)
+
+
+class Recovery(bootsteps.StartStopStep):
+    """Runs the Sweeper on the worker's timer."""
+
+    requires = {"celery.worker.components:Timer"}
+
+    def __init__(self, parent: Any, **kwargs: Any) -> None:
+        super().__init__(parent, **kwargs)
+        self.sweeper: Sweeper | None = None
+        self.tref: Any = None
+
+    def start(self, parent: Any) -> None:
+        """Sweep now, then every reconcile interval."""
+        conf = parent.app.conf
+        self.sweeper = Sweeper(parent.app, conf.tvmrepro_settings, conf.tvmrepro_environments)
+        self.sweeper.tick()
+        self.tref = parent.timer.call_repeatedly(conf.tvmrepro_settings.reconcile_interval_s,
+                                                 self.sweeper.tick)
+
+    def stop(self, parent: Any) -> None:
+        """Stop sweeping and deregister."""
+        if self.tref is not None:
+            self.tref.cancel()
+        if self.sweeper is not None:
+            self.sweeper.stop()

@@ -1,0 +1,117 @@
+"""The one task: run one stored (variant, environment) and store its result, idempotently.
+
+The task carries only a run id. It claims the run in the job store first: a
+run that is done (a redelivery, a republished duplicate) or that a live
+process holds is dropped; a run delivered more than `max_deliveries` times
+(its worker keeps dying) ends as infra_error instead of looping. The result is
+stored with a conditional write, so a run never has two.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import traceback
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from celery import Celery, Task, shared_task
+
+from service.store import Action, Claim, Store
+from tvmrepro.cases import parse_case
+from tvmrepro.environments import default_catalog
+from tvmrepro.results import Result, Status
+from tvmrepro.settings import Settings
+from worker.celery_app import RUN_TASK
+from worker.runner import run_variant
+from worker.runtimes import make_runtime
+from worker.runtimes.base import Runtime
+
+log = logging.getLogger(__name__)
+STORE_RETRIES = 5  # a store that is briefly away (restart, failover) is waited for
+
+
+@dataclass
+class WorkerContext:
+    """What one worker process needs to run tasks (made after the fork, once per process)."""
+
+    settings: Settings
+    store: Store
+    runtime: Runtime
+    pid: int
+
+
+_context: WorkerContext | None = None
+
+
+def context(app: Celery) -> WorkerContext:
+    """This process's context; made on first use so that no connection crosses a fork."""
+    global _context
+    if _context is None or _context.pid != os.getpid():
+        settings: Settings = app.conf.get("tvmrepro_settings") or Settings.from_env()
+        _context = WorkerContext(settings, Store(settings.store_url),
+                                 make_runtime(settings.runtime, settings), os.getpid())
+    return _context
+
+
+def process_id() -> str:
+    """How this process names itself as a claimer: host and pid."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def pid_alive(pid: int) -> bool:
+    """True while `pid` runs here (a zombie, killed but not yet reaped, counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+        return state not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def claimer_gone(claimed_by: str) -> bool:
+    """True when the claimer is provably dead: a process of this host that no longer runs."""
+    host, _, pid = claimed_by.rpartition(":")
+    if claimed_by == process_id():
+        return True  # our own earlier attempt (a retry after a store error)
+    return host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid))
+
+
+def infra_error(claim: Claim, error_type: str, message: str, log_text: str = "") -> Result:
+    """The result of a run that the service, not the case, failed."""
+    return Result.model_validate({
+        "environment": claim.environment, "variant": claim.variant,
+        "status": Status.INFRA_ERROR, "error_type": error_type, "message": message,
+        "signature": f"{error_type}: {message}", "log": {"stderr": log_text}})
+
+
+def execute(ctx: WorkerContext, claim: Claim) -> Result:
+    """Run a claimed run; any fault of ours becomes an infra_error result, never a retry loop."""
+    if claim.action is Action.EXHAUSTED:
+        message = (f"the run was started {claim.deliveries} times and its worker was lost "
+                   "every time")
+        return infra_error(claim, "WorkerLost", message)
+    try:
+        env = default_catalog().get(claim.environment)
+        case = parse_case(claim.case)
+        return run_variant(case, claim.variant, env, ctx.runtime, run_id=claim.run_id,
+                           job_id=claim.job_id)
+    except Exception as exc:  # a fault of the service: say so in the result
+        log.exception("run %s failed in the worker", claim.run_id)
+        return infra_error(claim, type(exc).__name__, str(exc) or repr(exc),
+                           traceback.format_exc())
+
+
+@shared_task(name=RUN_TASK, bind=True, autoretry_for=(sa.exc.OperationalError,),
+             max_retries=STORE_RETRIES, retry_backoff=True, retry_jitter=False)
+def run(self: Task, run_id: str) -> str:
+    """Claim, run and store one run; says what it did (run, skipped, duplicate)."""
+    ctx = context(self.app)
+    settings = ctx.settings
+    claim = ctx.store.claim(run_id, process_id(), settings.max_deliveries,
+                            settings.claim_grace_s, claimer_gone)
+    if claim.action is Action.SKIP:
+        return "skipped"
+    stored = ctx.store.finish(run_id, execute(ctx, claim))
+    return "stored" if stored else "duplicate"
