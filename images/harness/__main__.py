@@ -8,6 +8,7 @@ prints goes to the ordinary stdout and stderr, which the runtime caps.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import json
 import os
@@ -96,8 +97,9 @@ def main(argv: list[str] | None = None) -> None:
     fields = run(case, args.variant, sink, args.workdir)
     fields["harness_seconds"] = round(time.perf_counter() - started, 6)
     sink.emit("result", **fields)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # the case may have closed or replaced them
+            stream.flush()
     os._exit(0)
 
 

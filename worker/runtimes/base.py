@@ -69,14 +69,10 @@ def signal_name(number: int) -> str:
         return f"SIG{number}"
 
 
-def read_events(path: Path) -> list[dict[str, Any]]:
-    """Parse the events file; a torn last line (process killed mid-write) is dropped."""
+def parse_events(data: bytes) -> list[dict[str, Any]]:
+    """JSON lines into events; a torn last line (the process was killed mid-write) is dropped."""
     events = []
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return []
-    for line in lines:
+    for line in data.decode(errors="replace").splitlines():
         try:
             event = json.loads(line)
         except ValueError:
@@ -84,6 +80,14 @@ def read_events(path: Path) -> list[dict[str, Any]]:
         if isinstance(event, dict) and "event" in event:
             events.append(event)
     return events
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """The events in a file (none if it is missing)."""
+    try:
+        return parse_events(path.read_bytes())
+    except OSError:
+        return []
 
 
 class CappedReader(threading.Thread):
