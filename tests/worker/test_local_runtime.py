@@ -45,10 +45,10 @@ def run_script(script: str, env: Environment, settings: Settings, **limits: int)
     return run_variant(case, "script", env, LocalRuntime(settings))
 
 
-def sandbox_processes() -> list[str]:
-    """Processes still running the harness (there should be none between runs)."""
+def processes_of(uid: int) -> list[str]:
+    """Processes still running as a run's sandbox uid (there should be none after the run)."""
     out = subprocess.run(["ps", "-eo", "uid,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "-m harness" in line and "ps -eo" not in line]
+    return [line for line in out.splitlines() if line.split(None, 1)[0] == str(uid)]
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
@@ -60,7 +60,7 @@ def test_hostile_script_ends_with_status(name: str, tvm_envs: dict[str, Environm
     assert result.status == expected, (result.message, result.log.stderr[-2000:])
     assert result.stage == "script"
     assert result.seconds["total"] < HOSTILE_TIMEOUT_S + 10
-    assert sandbox_processes() == []
+    assert processes_of(result.isolation["uid"]) == []
     follow_up = run_script("print('still fine')\n", env, settings)
     assert follow_up.status == "ok"
     assert follow_up.log.stdout == "still fine\n"

@@ -165,8 +165,11 @@ class LocalRuntime:
         try:
             with open(events_path, "wb") as events_file:
                 fd = events_file.fileno()
-                return self._spawn(job, self._command(job, envdir, rundir, uid, fd), environ,
-                                   fd, events_path)
+                execution = self._spawn(job, self._command(job, envdir, rundir, uid, fd), environ,
+                                        fd, events_path)
+            if self.bwrap:
+                execution.isolation["uid"] = uid
+            return execution
         finally:
             shutil.rmtree(rundir, ignore_errors=True)
 
