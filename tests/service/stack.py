@@ -1,0 +1,233 @@
+"""A real service for tests: the API (gunicorn) and Celery workers as subprocesses.
+
+Each Stack has its own TVMREPRO_HOME (the test session's provisioned
+environments linked in). Its broker and store are the backend's: Redis on a
+dedicated database number and PostgreSQL, or the embedded SQLite broker and
+store in that home.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from service.store import Store
+from tests.conftest import REPO
+from tvmrepro.settings import Settings
+
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 20.0
+# The recovery sweep runs often in tests so that a lost run is found in seconds.
+TEST_TIMINGS = {
+    "TVMREPRO_RECONCILE_INTERVAL_S": "1",
+    "TVMREPRO_HEARTBEAT_S": "1",
+    "TVMREPRO_CLAIM_GRACE_S": "5",
+    "TVMREPRO_REQUEUE_AFTER_S": "60",
+    "TVMREPRO_API_WORKERS": "2",
+}
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where the broker and the store are: Redis + PostgreSQL, or embedded (both SQLite)."""
+
+    name: str
+    redis_url: str | None = None
+    database_url: str | None = None
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def make_home(root: Path, test_home: Path) -> Path:
+    """A fresh TVMREPRO_HOME that shares the session's provisioned environments."""
+    home = root / "home"
+    home.mkdir(parents=True)
+    (home / "envs").symlink_to(test_home / "envs")
+    return home
+
+
+class Stack:
+    """The API and workers of one test, started and stopped as real processes."""
+
+    def __init__(self, backend: Backend, home: Path, **overrides: str) -> None:
+        self.backend, self.home = backend, home
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.environ = self._environ(overrides)
+        self.settings = Settings.from_env(self.environ)
+        self.api: subprocess.Popen[bytes] | None = None
+        self.workers: dict[str, subprocess.Popen[bytes]] = {}
+        self.store = Store(self.settings.store_url)
+        self.store.create_schema()
+        self.http = httpx.Client(base_url=self.url, timeout=30.0)
+
+    def configure(self, **overrides: str) -> None:
+        """Change settings (TVMREPRO_* variables) of processes started from now on."""
+        self.environ.update(overrides)
+        self.settings = Settings.from_env(self.environ)
+
+    def _environ(self, overrides: dict[str, str]) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("REDIS_URL", "DATABASE_URL") and not k.startswith("TVMREPRO_")}
+        env.update(TEST_TIMINGS, TVMREPRO_HOME=str(self.home), **overrides)
+        if self.backend.redis_url:
+            env["REDIS_URL"] = self.backend.redis_url
+        if self.backend.database_url:
+            env["DATABASE_URL"] = self.backend.database_url
+        return env
+
+    def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+        log = open(self.home / f"{name}.log", "ab")  # noqa: SIM115  # the child keeps it
+        return subprocess.Popen([sys.executable, "-m", "client", *args], env=self.environ,
+                                cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+    def start_api(self) -> None:
+        """Start the API and wait until /healthz answers 200."""
+        self.api = self._spawn("api", "serve", "--port", str(self.port))
+        self._until(lambda: self._healthy(), "the API to answer /healthz")
+
+    def _healthy(self) -> bool:
+        try:
+            return self.http.get("/healthz").status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def start_worker(self, env_id: str) -> subprocess.Popen[bytes]:
+        """Start a worker for one environment and wait until it heartbeats."""
+        before = self.worker_ids(env_id)
+        proc = self._spawn(f"worker-{env_id}", "worker", "--env", env_id, "--loglevel", "INFO")
+        self.workers[env_id] = proc
+        self._until(lambda: self.worker_ids(env_id) - before, f"a worker for {env_id}")
+        return proc
+
+    def worker_ids(self, env_id: str) -> set[str]:
+        """Live worker ids (host:pid) serving env_id, from their heartbeats."""
+        with self.store.engine.connect() as conn:
+            from service import schema
+
+            rows = conn.execute(schema.workers.select().where(
+                schema.workers.c.heartbeat_at > time.time() - 10)).mappings()
+            return {r["id"] for r in rows if env_id in r["environments"]}
+
+    def _until(self, ready: Any, what: str, timeout: float = START_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}\n{self.logs()}")
+            time.sleep(0.2)
+
+    def submit(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST a job; assert 202."""
+        response = self.http.post("/api/v1/jobs", json=body)
+        assert response.status_code == 202, response.text
+        job: dict[str, Any] = response.json()
+        return job
+
+    def wait(self, job_id: str, timeout: float = 120.0) -> dict[str, Any]:
+        """Poll a job until it is done or failed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                job: dict[str, Any] = self.http.get(f"/api/v1/jobs/{job_id}").json()
+                if job["status"] in ("done", "failed"):
+                    return job
+            except httpx.TransportError:
+                pass  # the API is restarting
+            if time.monotonic() > deadline:
+                raise AssertionError(f"job {job_id} unfinished after {timeout} s\n{self.logs()}")
+            time.sleep(0.2)
+
+    def wait_running(self, job_id: str, deliveries: int = 1,
+                     timeout: float = 60.0) -> dict[str, Any]:
+        """Wait until a run of the job is claimed for the `deliveries`-th time; its store row."""
+        found: dict[str, Any] = {}
+
+        def claimed() -> bool:
+            for run in (self.store.job(job_id) or {"runs": []})["runs"]:
+                if run["state"] == "running" and run["deliveries"] == deliveries:
+                    found.update(run)
+                    return True
+            return False
+
+        self._until(claimed, f"a run of job {job_id} to start", timeout)
+        return found
+
+    def stop(self, proc: subprocess.Popen[bytes] | None, grace: float = STOP_TIMEOUT_S) -> None:
+        """SIGTERM a process (a clean stop), then SIGKILL its whole group after `grace`."""
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(grace)
+        # Whatever it left behind in its group (pool processes, sandboxes).
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    def kill(self, proc: subprocess.Popen[bytes]) -> None:
+        """kill -9 a process and everything in its group at once (a lost machine)."""
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    def close(self) -> None:
+        """Stop everything this stack started."""
+        running = [p for p in [self.api, *self.workers.values()] if p is not None]
+        for proc in running:  # all at once: a clean Celery stop takes a few seconds each
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in running:
+            self.stop(proc)
+        self.http.close()
+        self.store.dispose()
+
+    def logs(self, tail: int = 3000) -> str:
+        """The end of every process log of this stack (for failure messages)."""
+        parts = []
+        for path in sorted(self.home.glob("*.log")):
+            parts.append(f"--- {path.name}\n{path.read_text(errors='replace')[-tail:]}")
+        return "\n".join(parts)
+
+    def result_rows(self, job_id: str) -> list[dict[str, Any]]:
+        """Every stored result row that belongs to a run of this job."""
+        from service import schema
+
+        job = self.store.job(job_id) or {"runs": []}
+        ids = [run["id"] for run in job["runs"]]
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(schema.results.select().where(schema.results.c.run_id.in_(ids)))
+            return [dict(r) for r in rows.mappings()]
+
+
+def founding_body(case: dict[str, Any], envs: list[str] | str, **extra: Any) -> dict[str, Any]:
+    """A run job for a case on these environments."""
+    return {"kind": "run", "case": case, "environments": envs, **extra}
+
+
+def sleeping_script(seconds: float, tag: str = "") -> dict[str, Any]:
+    """A script-mode case that imports TVM, then sleeps (a run long enough to kill mid-way)."""
+    script = f"import time\nimport tvm\n# {tag}\ntime.sleep({seconds})\nprint('slept')\n"
+    return {"title": f"sleep {seconds} {tag}", "script": script}
+
+
+def dump(data: Any) -> str:
+    """JSON for assertion messages."""
+    return json.dumps(data, indent=1)[:4000]

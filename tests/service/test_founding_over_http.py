@@ -1,0 +1,142 @@
+"""The founding case through the real service: two workers (one per environment), real TVM."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import NEW_ENV, OLD_ENV, REPO, shared_case
+from tests.service.stack import Stack, dump, founding_body
+
+pytestmark = [pytest.mark.tvm, pytest.mark.timeout(300)]
+MISSING = "fused_relax_nn_attention_cutlass_gv"
+
+
+def start(stack: Stack, envs: tuple[str, ...] = (OLD_ENV, NEW_ENV)) -> None:
+    """The API and one worker per environment."""
+    stack.start_api()
+    for env_id in envs:
+        stack.start_worker(env_id)
+
+
+def cells(job: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The job's matrix cells by (variant, environment)."""
+    return {(c["variant"], c["environment"]): c for row in job["matrix"]["cells"] for c in row}
+
+
+def cli(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+    """The installed command line, talking to this stack."""
+    tvmrepro = Path(sys.executable).parent / "tvmrepro"
+    return subprocess.run([str(tvmrepro), *args, "--server", stack.url], capture_output=True,
+                          text=True, cwd=REPO, env={**stack.environ, "COLUMNS": "200"},
+                          timeout=120)
+
+
+def check_matrix(job: dict[str, Any], local: dict[tuple[str, str], dict[str, Any]]) -> None:
+    """Four cells as the local run has them, one signature group, the variants' diff."""
+    found = cells(job)
+    assert set(found) == set(local)
+    for key, result in local.items():
+        got = found[key]
+        assert (got["status"], got["stage"], got["signature"]) == (
+            result["status"], result["stage"], result["signature"]), dump(got)
+    groups = job["matrix"]["groups"]
+    assert len(groups) == 1, dump(groups)
+    assert MISSING in groups[0]["signature"]
+    assert sorted((c["variant"], c["environment"]) for c in groups[0]["cells"]) == [
+        ("fusetir-once", OLD_ENV), ("fusetir-once", NEW_ENV)]
+    comparisons = job["matrix"]["comparisons"]
+    assert [(c["a"]["environment"], c["b"]["variant"]) for c in comparisons] == [
+        (OLD_ENV, "fusetir-twice"), (NEW_ENV, "fusetir-twice")]
+    for comp in comparisons:
+        assert not comp["identical"]
+        assert comp["first_differing_pass"] == {"index": 2, "a": "AllocateWorkspace",
+                                                "b": "FuseTIR"}
+        diff = comp["diff"]
+        assert diff.startswith(f"--- fusetir-once@{comp['a']['environment']} after pass 2")
+        assert "\n+++ fusetir-twice@" in diff and "\n@@ " in diff
+        # The second FuseTIR turns the nested function into a PrimFunc of that name.
+        assert any(line.startswith("+") and f"def {MISSING}" in line for line in diff.splitlines())
+
+
+def test_founding_case_over_http(stack: Stack, founding_case: dict[str, Any],
+                                 local_cells: dict[tuple[str, str], dict[str, Any]]) -> None:
+    start(stack)
+    submitted = stack.submit(founding_body(founding_case, [OLD_ENV, NEW_ENV]))
+    assert submitted["status"] in ("queued", "running") and submitted["cached_runs"] == 0
+    job = stack.wait(submitted["id"])
+    assert job["status"] == "done", dump(job)
+    check_matrix(job, local_cells)
+    # Exactly one stored result per run, each run delivered once.
+    assert len(stack.result_rows(job["id"])) == 4
+    assert [run["deliveries"] for run in job["runs"]] == [1, 1, 1, 1]
+
+    once = next(r for r in job["runs"] if r["variant"] == "fusetir-once")
+    base = f"/api/v1/jobs/{job['id']}/runs/{once['id']}"
+    full = stack.http.get(base).json()
+    assert [p["name"] for p in full["passes"]] == ["FuseTIR", "LambdaLift", "AllocateWorkspace"]
+    assert all("@I.ir_module" in p["ir"] for p in full["passes"])
+    assert MISSING in stack.http.get(base + "/log").json()["stderr"]
+    assert len(stack.http.get(base + "/ir").json()["passes"]) == 3
+    # Any two cells can be compared: here one variant on the two TVM versions.
+    other = next(r for r in job["runs"] if r["variant"] == "fusetir-once" and r is not once)
+    cross = stack.http.get(f"/api/v1/jobs/{job['id']}/compare",
+                           params={"a": once["id"], "b": other["id"]}).json()
+    assert cross["a"]["environment"] != cross["b"]["environment"]
+
+
+def test_second_submission_comes_from_the_cache(
+        stack: Stack, founding_case: dict[str, Any],
+        local_cells: dict[tuple[str, str], dict[str, Any]]) -> None:
+    start(stack)
+    first = stack.wait(stack.submit(founding_body(founding_case, [OLD_ENV, NEW_ENV]))["id"])
+    # "all": every environment a live worker serves, here the two.
+    again = stack.submit(founding_body(founding_case, "all"))
+    assert again["environments"] == [OLD_ENV, NEW_ENV]
+    assert again["status"] == "done" and again["cached_runs"] == 4
+    assert [r["cached_from"] for r in again["runs"]] == [r["id"] for r in first["runs"]]
+    check_matrix(again, local_cells)
+    run = again["runs"][0]
+    assert stack.http.get(f"/api/v1/jobs/{again['id']}/runs/{run['id']}/ir").status_code == 200
+    assert len(stack.result_rows(first["id"])) == 4 and stack.result_rows(again["id"]) == []
+
+    fresh = stack.submit(founding_body(founding_case, [OLD_ENV], bypass_cache=True))
+    assert fresh["cached_runs"] == 0 and fresh["status"] == "queued"
+    assert stack.wait(fresh["id"])["status"] == "done"
+
+
+def test_command_line_over_http(stack: Stack) -> None:
+    start(stack)
+    case = str(shared_case("tvm-17357/case.json"))
+    proc = cli(stack, "run", case, "--env", OLD_ENV, "--env", NEW_ENV, "--json")
+    assert proc.returncode == 0, proc.stderr + stack.logs()
+    out = json.loads(proc.stdout)
+    runs = {(r["variant"], r["environment"]): r for r in out["runs"]}
+    assert runs[("fusetir-once", OLD_ENV)]["status"] == "error"
+    assert runs[("fusetir-twice", NEW_ENV)]["status"] == "ok"
+    assert all(r["passes"] and r["passes"][0]["ir"] for r in out["runs"])
+    assert out["job"]["status"] == "done" and len(out["job"]["matrix"]["groups"]) == 1
+
+    table = cli(stack, "run", case, "--env", OLD_ENV, "--env", NEW_ENV)
+    assert table.returncode == 0, table.stderr
+    assert "(cached)" in table.stderr  # the progress lines say where results came from
+    assert "first differs after pass 2 (AllocateWorkspace / FuseTIR)" in table.stdout
+
+    report = cli(stack, "report", out["job"]["id"], "--markdown")
+    assert report.returncode == 0, report.stderr
+    assert "| `fusetir-once` | `error` at `vm_init` | `error` at `vm_init` |" in report.stdout
+    assert "```diff" in report.stdout and MISSING in report.stdout
+
+    unknown = cli(stack, "run", case, "--env", OLD_ENV, "--variant", "no-such")
+    assert unknown.returncode == 2
+    bad_pass = json.loads(Path(case).read_text())
+    bad_pass["variants"][0]["passes"][1] = "LambdaLfit"
+    path = stack.home / "bad.json"
+    path.write_text(json.dumps(bad_pass))
+    refused = cli(stack, "run", str(path), "--env", OLD_ENV)
+    assert refused.returncode == 2 and "case.variants[0].passes[1]" in refused.stderr
