@@ -52,6 +52,7 @@ CONTAINER_LOG_CAP = "1m"  # the engine's own copy of the output (docker logs), p
 # (timeout(1) inside it), for when the worker that timed it died.
 SELF_LIMIT_GRACE_S = 60
 ENGINE_TIMEOUT_S = 120
+FINGERPRINT_TIMEOUT_S, FINGERPRINT_MEMORY_MB = 120, 2048
 
 
 def connect(settings: Settings) -> docker.DockerClient:
@@ -241,12 +242,12 @@ class DockerRuntime:
                 "python3", "-m", "harness", CASE_FILE, "--variant", job.variant,
                 "--events", EVENTS_FILE, "--workdir", SCRATCH_DIR]
 
-    def _create(self, job: SandboxJob) -> str:
+    def _create(self, job: SandboxJob, command: list[str] | None = None) -> str:
         deadline = time.time() + job.timeout_s + SELF_LIMIT_GRACE_S + ENGINE_TIMEOUT_S
         labels = {RUN_LABEL: job.run_id, JOB_LABEL: job.job_id, OWNER_LABEL: self.owner,
                   DEADLINE_LABEL: str(int(deadline)), "tvmrepro.environment": job.env.id}
         created = self.client.api.create_container(
-            self.image_id(job.env), self._command(job), user=SANDBOX_USER, detach=True,
+            self.image_id(job.env), command or self._command(job), user=SANDBOX_USER, detach=True,
             environment=container_environ(), working_dir=SCRATCH_DIR, hostname="sandbox",
             labels=labels, network_disabled=True,
             host_config=sandbox_host_config(self.client, job, self.settings))
@@ -328,3 +329,28 @@ class DockerRuntime:
                 "read_only_root": True, "memory_mb": job.memory_mb, "timeout_s": job.timeout_s,
                 "pids": self.settings.sandbox_pids, "cpus": self.settings.sandbox_cpus,
                 "gpu": job.env.device == "cuda"}
+
+    def fingerprint(self, env: Environment) -> dict[str, Any]:
+        """What the TVM of env's image has (as a provisioned environment's fingerprint says)."""
+        from worker.provision import _PROBE  # the same probe as for local environments
+
+        job = SandboxJob(f"fingerprint-{env.id}-{time.time_ns()}", "fingerprint", env,
+                         {"timeout_s": FINGERPRINT_TIMEOUT_S, "memory_mb": FINGERPRINT_MEMORY_MB},
+                         "fingerprint")
+        container_id = ""
+        try:
+            container_id = self._create(job, ["python3", "-c", _PROBE])
+            self.client.api.start(container_id)
+            exited = self._wait(container_id, job.timeout_s)
+            output = self.client.api.logs(container_id, stdout=True, stderr=not exited)
+        except docker.errors.DockerException as exc:
+            raise RuntimeFault(f"cannot probe image {env.image}: {exc}") from exc
+        finally:
+            if container_id:
+                self._remove(container_id)
+        try:
+            facts: dict[str, Any] = json.loads(output.decode().strip().splitlines()[-1])
+        except (ValueError, IndexError) as exc:
+            raise RuntimeFault(f"TVM in image {env.image} does not import: {output[-2000:]!r}"
+                               ) from exc
+        return {"id": env.id, "packages": env.packages, "image": env.image, **facts}

