@@ -21,9 +21,20 @@ FINGERPRINT_FIELDS = ("version", "python", "libinfo", "passes")
 
 def prepare(settings: Settings, envs: list[Environment], store: Store) -> None:
     """Provision (local runtime) and record each environment's fingerprint in the store."""
+    docker_runtime = None
+    if settings.runtime == "docker":
+        from worker.runtimes.docker import DockerRuntime
+
+        # Starting it sweeps the containers that a killed worker left behind.
+        docker_runtime = DockerRuntime(settings)
+        if docker_runtime.swept:
+            log.warning("removed %d leftover sandbox containers (runs %s)",
+                        len(docker_runtime.swept), ", ".join(docker_runtime.swept))
     for env in envs:
         if settings.runtime == "local":
             facts: dict[str, Any] | None = provision(settings, env)
+        elif docker_runtime:
+            facts = docker_runtime.fingerprint(env)  # the image's TVM; fails if it is not built
         else:
             facts = read_fingerprint(settings, env)
         if facts:
