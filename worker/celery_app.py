@@ -22,6 +22,9 @@ RUN_TASK = "tvmrepro.run"
 EMBEDDED_POLLING_S = 0.1  # kombu polls SQL brokers; its default of 1 s doubles a short run
 SQLITE_BROKER_BUSY_S = 30.0
 REDIS_SOCKET_TIMEOUT_S = 10.0
+# After a pool process dies, how long Celery waits for a result it may still have sent before
+# it hands the message back (Celery's default is 10 s; the store has the truth anyway).
+WORKER_LOST_WAIT_S = 2.0
 PUBLISH_RETRY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.5, "interval_max": 2}
 
 
@@ -66,6 +69,7 @@ def make_celery(settings: Settings) -> Celery:
         broker_connection_retry_on_startup=True,
         broker_connection_max_retries=None,  # a broker restart must not end the worker
         worker_cancel_long_running_tasks_on_connection_loss=False,
+        worker_lost_wait=WORKER_LOST_WAIT_S,
         worker_enable_remote_control=False,  # no broadcast queues: nothing here uses them
         worker_hijack_root_logger=False,
         **_broker_options(settings),

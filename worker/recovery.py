@@ -5,8 +5,9 @@ looks, in the job store, at the unfinished runs of the environments it serves:
 - a waiting run whose queue is empty on the broker (a Redis restarted without
   persistence), or that has waited `requeue_after_s` since it was published;
 - a running run whose claimer is provably dead (a process of this host that is
-  gone) or silent past its own time limit plus `claim_grace_s` (a lost host),
-  unless it was published again since it was claimed.
+  gone; after HANDBACK_S, since Celery hands back the message of a pool process
+  that died by itself) or silent past its own time limit plus `claim_grace_s`
+  (a lost host), unless it was published again since it was claimed.
 Those are published again. A duplicate message is harmless: the task claims the
 run in the store first and drops it when it is done or held by a live process.
 """
@@ -21,11 +22,14 @@ from celery import Celery, bootsteps
 
 from service.store import RunState, Store
 from tvmrepro.settings import Settings
-from worker.celery_app import publish_run, queue_length
+from worker.celery_app import WORKER_LOST_WAIT_S, publish_run, queue_length
 from worker.tasks import claimer_gone, process_id
 
 log = logging.getLogger(__name__)
 SETTLE_S = 2.0  # a message this young may be on its way to a worker: not yet missing
+# A run whose pool process died is handed back by Celery itself within WORKER_LOST_WAIT_S;
+# the sweep steps in only when that did not happen (the whole worker died).
+HANDBACK_S = WORKER_LOST_WAIT_S + 8.0
 
 
 class Sweeper:
@@ -34,6 +38,7 @@ class Sweeper:
     def __init__(self, app: Celery, settings: Settings, environments: list[str]) -> None:
         self.app, self.settings, self.environments = app, settings, environments
         self.worker_id = process_id()
+        self.gone_since: dict[str, float] = {}  # "run/claimer" -> when it was first seen dead
         # No pool: the main process forks pool processes, which must inherit no connection.
         self.store = Store(settings.store_url, pooled=False)
 
@@ -47,13 +52,19 @@ class Sweeper:
         published, claimed = row["published_at"] or 0.0, row["claimed_at"] or 0.0
         if published > claimed and published > now - self.settings.requeue_after_s:
             return False  # already published again since it was claimed
-        silent = claimed + row["timeout_s"] + self.settings.claim_grace_s < now
-        return silent or claimer_gone(row["claimed_by"] or "")
+        if claimed + row["timeout_s"] + self.settings.claim_grace_s < now:
+            return True  # silent past its own time limit: its host is lost
+        if not claimer_gone(row["claimed_by"] or ""):
+            return False
+        first_seen = self.gone_since.setdefault(f"{row['id']}/{row['claimed_by']}", now)
+        return first_seen < now - HANDBACK_S
 
     def lost_runs(self) -> list[tuple[str, str]]:
         """(run id, environment) of every run to publish again."""
         now = time.time()
         rows = self.store.unfinished(self.environments)
+        claims = {f"{r['id']}/{r['claimed_by']}" for r in rows if r["state"] == RunState.RUNNING}
+        self.gone_since = {k: v for k, v in self.gone_since.items() if k in claims}
         waiting_envs = {r["environment"] for r in rows if r["state"] == RunState.QUEUED}
         empty = {env for env in waiting_envs if queue_length(self.app, env) == 0}
         lost = []

@@ -1,0 +1,182 @@
+"""Jobs are never lost: kill -9 of workers, a Redis restart, an API restart, mid-job."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from tests.conftest import NEW_ENV, OLD_ENV
+from tests.service.stack import Backend, Stack, dump, founding_body, make_home, sleeping_script
+from tvmrepro.environments import Environment
+
+pytestmark = [pytest.mark.tvm, pytest.mark.timeout(300)]
+OWN_REDIS_PORT = int(os.environ.get("TVMREPRO_TEST_OWN_REDIS_PORT", "6390"))
+
+
+def claimer_pid(run: dict[str, Any]) -> int:
+    """The pid of the process that claimed a run (host:pid)."""
+    return int(run["claimed_by"].rpartition(":")[2])
+
+
+def test_kill_9_of_the_process_running_a_run(stack: Stack) -> None:
+    stack.start_api()
+    worker = stack.start_worker(NEW_ENV)
+    job = stack.submit(founding_body(sleeping_script(3, "kill"), [NEW_ENV]))
+    run = stack.wait_running(job["id"])
+    pid = claimer_pid(run)
+    assert pid != worker.pid  # the pool process that runs the case, not the worker's main
+    os.kill(pid, signal.SIGKILL)
+    done = stack.wait(job["id"])
+    assert done["status"] == "done", dump(done)
+    (only,) = done["runs"]
+    assert only["deliveries"] == 2  # handed back by the dying worker, run again
+    assert only["result"]["status"] == "ok", dump(only)
+    assert len(stack.result_rows(job["id"])) == 1
+    assert worker.poll() is None  # the worker itself lived on
+    logs = stack.logs(tail=100_000)
+    assert "WorkerLostError" in logs and "lost runs again" not in logs  # Celery handed it back
+
+
+def test_a_run_that_keeps_losing_its_worker_ends_as_infra_error(stack: Stack) -> None:
+    stack.configure(TVMREPRO_MAX_DELIVERIES="2")
+    stack.start_api()
+    stack.start_worker(NEW_ENV)
+    job = stack.submit(founding_body(sleeping_script(5, "doomed"), [NEW_ENV]))
+    for attempt in (1, 2):
+        os.kill(claimer_pid(stack.wait_running(job["id"], deliveries=attempt)), signal.SIGKILL)
+    done = stack.wait(job["id"])
+    (only,) = done["runs"]
+    assert only["result"]["status"] == "infra_error", dump(only)
+    assert only["result"]["error_type"] == "WorkerLost"
+    assert "started 2 times" in only["result"]["message"]
+    assert done["status"] == "failed"  # every run of it is an infra_error
+    assert len(stack.result_rows(job["id"])) == 1
+
+
+def test_a_lost_worker_is_replaced_and_its_run_recovered(stack: Stack) -> None:
+    stack.start_api()
+    worker = stack.start_worker(NEW_ENV)
+    job = stack.submit(founding_body(sleeping_script(3, "lost"), [NEW_ENV]))
+    stack.wait_running(job["id"])
+    stack.kill(worker)  # main process, pool and sandbox at once: nothing hands the run back
+    stack.start_worker(NEW_ENV)  # its recovery sweep finds the run's claimer gone
+    done = stack.wait(job["id"])
+    (only,) = done["runs"]
+    assert done["status"] == "done" and only["result"]["status"] == "ok", dump(done)
+    assert only["deliveries"] == 2
+    assert len(stack.result_rows(job["id"])) == 1
+    assert "published 1 lost runs again" in stack.logs(tail=100_000)
+
+
+def many_variants(case: dict[str, Any], copies: int) -> dict[str, Any]:
+    """The founding case with each variant repeated under new names (more runs per job)."""
+    variants = [{**v, "name": f"{v['name']}-{n}"} for n in range(copies) for v in case["variants"]]
+    return {**case, "variants": variants}
+
+
+def finished_results(stack: Stack, job_id: str) -> dict[str, Any]:
+    """run id -> stored result summary, for the runs that are done."""
+    job = stack.store.job(job_id) or {"runs": []}
+    return {r["id"]: r["result"] for r in job["runs"] if r["state"] == "done"}
+
+
+def wait_partly_done(stack: Stack, job_id: str) -> None:
+    """Until a run of the job has a result and at least two still wait in the queue."""
+    def partly() -> bool:
+        states = [r["state"] for r in (stack.store.job(job_id) or {"runs": []})["runs"]]
+        return states.count("done") >= 1 and states.count("queued") >= 2
+    stack._until(partly, "the job to be part done")
+
+
+def check_recovered(stack: Stack, job_id: str, before: dict[str, Any]) -> None:
+    """The job finished, each run has one result, and nothing stored before was changed."""
+    done = stack.wait(job_id)
+    assert done["status"] == "done", dump(done)
+    assert all(r["result"]["status"] == ("error" if "once" in r["variant"] else "ok")
+               for r in done["runs"]), dump(done["matrix"])
+    assert len(stack.result_rows(job_id)) == len(done["runs"])
+    after = finished_results(stack, job_id)
+    assert {k: after[k] for k in before} == before
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A redis-server of our own (no persistence) that a test may restart."""
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.fail("redis-server is not installed")
+    args = [server, "--port", str(OWN_REDIS_PORT), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--dir", str(tmp_path)]
+    state: dict[str, Any] = {"args": args, "url": f"redis://127.0.0.1:{OWN_REDIS_PORT}/0"}
+
+    def start() -> None:
+        state["proc"] = subprocess.Popen(args, stdout=subprocess.DEVNULL)
+        client = redis.Redis(port=OWN_REDIS_PORT)
+        for _ in range(100):
+            try:
+                client.ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise AssertionError("own redis-server did not start")
+
+    state["start"] = start
+    start()
+    yield state
+    state["proc"].terminate()
+    state["proc"].wait()
+
+
+def test_redis_and_api_restart_mid_job(own_redis: dict[str, Any], clean_postgres: str,
+                                       tmp_path: Path, test_home: Path,
+                                       tvm_envs: dict[str, Environment],
+                                       founding_case: dict[str, Any]) -> None:
+    backend = Backend("redis+postgres", own_redis["url"], clean_postgres)
+    stack = Stack(backend, make_home(tmp_path, test_home))
+    try:
+        stack.start_api()
+        stack.start_worker(OLD_ENV)
+        stack.start_worker(NEW_ENV)
+        job = stack.submit(founding_body(many_variants(founding_case, 3), [OLD_ENV, NEW_ENV]))
+        wait_partly_done(stack, job["id"])
+        # Redis restarts empty (no persistence): the waiting messages are gone.
+        own_redis["proc"].terminate()
+        own_redis["proc"].wait()
+        stack.stop(stack.api, grace=5)
+        before = finished_results(stack, job["id"])
+        own_redis["start"]()
+        stack.start_api()
+        check_recovered(stack, job["id"], before)
+        assert "lost runs again" in stack.logs(tail=100_000)
+        again = stack.submit(founding_body(founding_case, [NEW_ENV], bypass_cache=True))
+        assert stack.wait(again["id"])["status"] == "done"
+    finally:
+        stack.close()
+
+
+def test_api_and_workers_restart_mid_job(stack: Stack, founding_case: dict[str, Any]) -> None:
+    stack.start_api()
+    for env_id in (OLD_ENV, NEW_ENV):
+        stack.start_worker(env_id)
+    job = stack.submit(founding_body(many_variants(founding_case, 3), [OLD_ENV, NEW_ENV]))
+    wait_partly_done(stack, job["id"])
+    for proc in [stack.api, *stack.workers.values()]:
+        assert proc is not None
+        proc.terminate()  # a clean stop: runs in progress finish, waiting ones stay queued
+    for proc in [stack.api, *stack.workers.values()]:
+        stack.stop(proc)
+    before = finished_results(stack, job["id"])
+    assert len(before) < 12
+    stack.start_api()
+    for env_id in (OLD_ENV, NEW_ENV):
+        stack.start_worker(env_id)
+    check_recovered(stack, job["id"], before)
