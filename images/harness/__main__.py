@@ -59,14 +59,15 @@ def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path)
         sink.emit("start", tvm=fields["tvm"])
         tracer.install(tvm)
         tracer.enter("parse")
-        text, fields["rewrites"] = port(case["script"] if script_mode else case["source"], detect(tvm))
+        features = detect(tvm)
+        text, fields["rewrites"] = port(case["script"] if script_mode else case["source"], features)
         sink.emit("rewrites", rewrites=fields["rewrites"])
         if script_mode:
             tracer.enter("script")
             fields.update(run_script_case(text, workdir))
         else:
             variant = next(v for v in case["variants"] if v["name"] == variant_name)
-            fields.update(run_module_case(tvm, case, variant, tracer, workdir, text))
+            fields.update(run_module_case(tvm, case, variant, tracer, workdir, text, features))
         outcome = Outcome("ok")
         stage = tracer.stage
     except BaseException as exc:  # the case's failure is the result, whatever it is

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .inputs import make_inputs, summarize
-from .porting import Incompatible
+from .porting import Features, Incompatible, port_target
 from .tracing import Tracer
 
 # Targets whose code runs on the host CPU; any other target kind names its device.
@@ -37,8 +37,9 @@ def resolve_pass(tvm: Any, spec: dict[str, Any]) -> Any:
 
 
 def run_module_case(tvm: Any, case: dict[str, Any], variant: dict[str, Any], tracer: Tracer,
-                    workdir: Path, source: str) -> dict[str, Any]:
+                    workdir: Path, source: str, features: Features) -> dict[str, Any]:
     """Parse the module, apply the variant's passes one by one, build, create the VM, call entry."""
+    target = tvm.target.Target(port_target(case["target"], features))
     tracer.enter("parse")
     namespace = run_source(workdir / "case_module.py", source, "case_module")
     mod = namespace.get(case["module"])
@@ -49,9 +50,9 @@ def run_module_case(tvm: Any, case: dict[str, Any], variant: dict[str, Any], tra
         for index, spec in enumerate(variant["passes"]):
             tracer.enter(f"pass:{index}:{spec['name']}")
             mod = resolve_pass(tvm, spec)(mod)
-        executable = tvm.relax.build(mod, target=tvm.target.Target(case["target"]))
+        executable = tvm.relax.build(mod, target=target)
 
-    device = tvm.device(_DEVICE_OF_TARGET.get(kind := tvm.target.Target(case["target"]).kind.name, kind), 0)
+    device = tvm.device(_DEVICE_OF_TARGET.get(target.kind.name, target.kind.name), 0)
     vm = tvm.relax.VirtualMachine(executable, device)
     if not case.get("entry"):
         return {"outputs": None}

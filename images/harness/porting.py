@@ -33,6 +33,7 @@ class Features:
     struct_info: bool = False  # relax.TensorStructInfo & co. (before 0.26)
     runtime_tensor: bool = True  # tvm.runtime.tensor instead of tvm.nd.array
     s_tir: bool = True  # tvm.s_tir.dlight / tvm.s_tir.Schedule
+    target_flags: bool = False  # Target("cuda -arch=sm_90") still parses (dicts are needed since 0.25)
 
 
 def _importable(name: str) -> bool:
@@ -60,7 +61,48 @@ def detect(tvm: Any) -> Features:
         struct_info=hasattr(tvm.relax, "TensorStructInfo"),
         runtime_tensor=hasattr(tvm.runtime, "tensor"),
         s_tir=_importable("tvm.s_tir"),
+        target_flags=_parses_target_flags(tvm),
     )
+
+
+def _parses_target_flags(tvm: Any) -> bool:
+    try:
+        tvm.target.Target("llvm -mcpu=x86-64")
+    except Exception:  # TVM raises its own error types here, varying by release
+        return False
+    return True
+
+
+_TARGET_KINDS = "llvm|cuda|c|rocm|vulkan|opencl|metal|nvptx|webgpu|hexagon"
+_TARGET_STRING = re.compile(
+    rf"(?P<q>[\"'])(?P<spec>(?:{_TARGET_KINDS})(?:\s+-[\w-]+(?:=[^\"'\s]*)?)+)(?P=q)")
+_LIST_ATTRS = {"libs", "keys", "mattr"}
+
+
+def target_dict(spec: str) -> dict[str, Any]:
+    """'cuda -arch=sm_90 -max_num_threads=1024' as {'kind': 'cuda', 'arch': 'sm_90', ...}."""
+    kind, *flags = spec.split()
+    out: dict[str, Any] = {"kind": kind}
+    for flag in flags:
+        key, _, value = flag.lstrip("-").partition("=")
+        if not value:
+            out[key] = True
+        elif key in _LIST_ATTRS:
+            out[key] = value.split(",")
+        else:
+            out[key] = int(value) if value.isdigit() else value
+    return out
+
+
+def port_target(target: str, features: Features) -> str | dict[str, Any]:
+    """A case's target in the form this TVM parses."""
+    if features.target_flags or not _TARGET_STRING.fullmatch(f'"{target}"'):
+        return target
+    return target_dict(target)
+
+
+def _target_strings_to_dicts(text: str) -> str:
+    return _TARGET_STRING.sub(lambda m: repr(target_dict(m["spec"])), text)
 
 
 @dataclass(frozen=True)
@@ -153,6 +195,7 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule("call_tir-tir_vars-removed", lambda f: not f.call_tir_vars, _refuse_tir_vars),
+    Rule("target-string-to-dict", lambda f: not f.target_flags, _target_strings_to_dicts),
     Rule(
         "nd-array-to-runtime-tensor",
         lambda f: f.runtime_tensor,

@@ -9,7 +9,7 @@ import pytest
 from images import IMAGES_DIR
 
 sys.path.insert(0, str(IMAGES_DIR))  # the harness is a top-level package inside images/
-from harness.porting import Features, Incompatible, port  # noqa: E402
+from harness.porting import Features, Incompatible, port, port_target  # noqa: E402
 
 TVM_025 = Features(out_ty=False, call_tir_vars=True, struct_info=True)
 TVM_027 = Features()
@@ -74,3 +74,20 @@ def test_tir_vars_cannot_be_expressed_after_its_removal() -> None:
 def test_port_is_idempotent() -> None:
     once, _ = port(OLD_TIR, TVM_027)
     assert port(once, TVM_027) == (once, [])
+
+
+def test_target_strings_with_flags_become_dicts() -> None:
+    source = 'ex = relax.build(mod, target=tvm.target.Target("cuda -arch=sm_80 -max_num_threads=1024"))\n' \
+             "t = Target('llvm -mcpu=skylake -mattr=+avx2,+fma')\nplain = Target('llvm')\n"
+    text, rules = port(source, TVM_027)
+    assert "Target({'kind': 'cuda', 'arch': 'sm_80', 'max_num_threads': 1024})" in text
+    assert "Target({'kind': 'llvm', 'mcpu': 'skylake', 'mattr': ['+avx2', '+fma']})" in text
+    assert "Target('llvm')" in text
+    assert rules == ["target-string-to-dict"]
+    assert port(source, Features(target_flags=True)) == (source, [])
+
+
+def test_case_target_is_ported_too() -> None:
+    assert port_target("cuda -arch=sm_90", TVM_027) == {"kind": "cuda", "arch": "sm_90"}
+    assert port_target("llvm", TVM_027) == "llvm"
+    assert port_target("cuda -arch=sm_90", Features(target_flags=True)) == "cuda -arch=sm_90"

@@ -77,3 +77,15 @@ def test_without_bwrap_falls_back_and_says_so(tvm_envs: dict[str, Environment],
     assert result.isolation["sandbox"] == "unshare-net+rlimits"
     assert result.status == "error"
     assert "unreachable" in (result.message or "") or "refused" in (result.message or "")
+
+
+def test_old_target_strings_are_ported(tvm_envs: dict[str, Environment], settings: Settings) -> None:
+    data = matmul_relu_case()
+    data["target"] = "llvm -mcpu=x86-64 -num-cores=2"
+    module = run_variant(parse_case(data), "default", tvm_envs[OLD_ENV], LocalRuntime(settings))
+    assert module.status == "ok", module.log.stderr[-2000:]
+    script = ("import tvm\nt = tvm.target.Target('llvm -mcpu=x86-64')\n"
+              "assert t.attrs['mcpu'] == 'x86-64', t\n")
+    result = run_variant(parse_case({"script": script}), "script", tvm_envs[NEW_ENV], LocalRuntime(settings))
+    assert result.status == "ok", result.log.stderr[-2000:]
+    assert result.rewrites == ["target-string-to-dict"]
