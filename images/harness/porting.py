@@ -164,6 +164,9 @@ RULES: tuple[Rule, ...] = (
             _sub(r"\btvm\.dlight\b", "tvm.s_tir.dlight"),
             _sub(r"\btvm\.tir\.Schedule\b", "tvm.s_tir.Schedule"),
             _sub(r"\bfrom tvm\.tir import Schedule\b", "from tvm.s_tir import Schedule"),
+            _sub(r"\btvm\.tir\.schedule\b", "tvm.s_tir.schedule"),
+            _sub(r"\bfrom tvm import meta_schedule\b", "from tvm.s_tir import meta_schedule"),
+            _sub(r"\btvm\.meta_schedule\b", "tvm.s_tir.meta_schedule"),
         ),
     ),
     Rule(
@@ -200,7 +203,8 @@ RULES: tuple[Rule, ...] = (
         "nd-array-to-runtime-tensor",
         lambda f: f.runtime_tensor,
         _chain(
-            _sub(r"\btvm\.nd\.array\(", "tvm.runtime.tensor("),
+            _sub(r"\btvm\.(?:nd|runtime\.ndarray)\.array\(", "tvm.runtime.tensor("),
+            _sub(r"\btvm\.(?:nd|runtime)\.NDArray\b", "tvm.runtime.Tensor"),
             _sub(r"\btvm\.nd\.empty\(", "tvm.runtime.empty("),
             _sub(r"\.asnumpy\(\)", ".numpy()"),
         ),

@@ -91,3 +91,11 @@ def test_case_target_is_ported_too() -> None:
     assert port_target("cuda -arch=sm_90", TVM_027) == {"kind": "cuda", "arch": "sm_90"}
     assert port_target("llvm", TVM_027) == "llvm"
     assert port_target("cuda -arch=sm_90", Features(target_flags=True)) == "cuda -arch=sm_90"
+
+
+def test_moved_modules_and_renamed_tensor() -> None:
+    source = ("from tvm import meta_schedule as ms\nsch = tvm.tir.Schedule(mod)\n"
+              "a = tvm.runtime.ndarray.array(x)\nassert isinstance(a, tvm.nd.NDArray)\n")
+    text, _ = port(source, TVM_027)
+    assert text == ("from tvm.s_tir import meta_schedule as ms\nsch = tvm.s_tir.Schedule(mod)\n"
+                    "a = tvm.runtime.tensor(x)\nassert isinstance(a, tvm.runtime.Tensor)\n")
