@@ -31,7 +31,7 @@ from tvmrepro.cases import Case, check_pass_names, parse_case
 from tvmrepro.environments import Catalog, Environment, default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.settings import Settings
-from worker.celery_app import make_celery, publish_run, queue_length
+from worker.celery_app import broker_ping, make_celery, publish_run
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +237,7 @@ class JobService:
         except Exception as exc:
             store = f"unavailable: {type(exc).__name__}"
         try:
-            queue_length(self.celery, "healthz")
+            broker_ping(self.celery)
         except Exception as exc:
             broker = f"unavailable: {type(exc).__name__}"
         ok = store == broker == "ok"

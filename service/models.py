@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from service.store import RunState
 
 # The case is validated by tvmrepro.cases (errors name case.<field>); its schema is Case's.
-CaseJson = Annotated[dict[str, Any], WithJsonSchema({"$ref": "#/components/schemas/Case"})]
+CaseJson = Annotated[dict[str, Any],
+                     WithJsonSchema({"allOf": [{"$ref": "#/components/schemas/Case"}]})]
 
 
 class JobStatus(str, Enum):
@@ -25,7 +26,7 @@ class JobStatus(str, Enum):
 class JobRequest(BaseModel):
     """POST /api/v1/jobs."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # "yes" is not a boolean here
     kind: Literal["run", "bisect"] = "run"
     case: CaseJson
     environments: list[str] | Literal["all"] = Field(

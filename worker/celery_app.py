@@ -22,6 +22,7 @@ RUN_TASK = "tvmrepro.run"
 EMBEDDED_POLLING_S = 0.1  # kombu polls SQL brokers; its default of 1 s doubles a short run
 SQLITE_BROKER_BUSY_S = 30.0
 REDIS_SOCKET_TIMEOUT_S = 10.0
+BROKER_PING_S = 2.0
 # After a pool process dies, how long Celery waits for a result it may still have sent before
 # it hands the message back (Celery's default is 10 s; the store has the truth anyway).
 WORKER_LOST_WAIT_S = 2.0
@@ -84,9 +85,17 @@ def publish_run(app: Celery, run_id: str, env_id: str) -> None:
                   retry_policy=PUBLISH_RETRY)
 
 
+def broker_ping(app: Celery, timeout_s: float = BROKER_PING_S) -> None:
+    """Raise (kombu's OperationalError) unless the broker accepts a connection in time."""
+    with app.connection_for_read(connect_timeout=timeout_s) as conn:
+        conn.ensure_connection(max_retries=0, timeout=timeout_s)
+
+
 def queue_length(app: Celery, env_id: str) -> int:
     """How many messages wait on an environment's queue (0 when the broker lost the queue)."""
-    with app.connection_for_read() as conn:
+    with app.connection_for_read(connect_timeout=BROKER_PING_S) as conn:
+        # Fail fast when the broker is away: the caller may be the worker's event loop.
+        conn.ensure_connection(max_retries=0, timeout=BROKER_PING_S)
         try:
             declared = conn.default_channel.queue_declare(queue=queue_name(env_id), passive=True)
         except conn.channel_errors:

@@ -1,0 +1,161 @@
+"""The HTTP API in process (Flask's test client) on the embedded broker and SQLite: no worker."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from service.app import create_app
+from service.jobs import JobService
+from tests.conftest import NEW_ENV, OLD_ENV
+from tests.service.stack import free_port
+from tvmrepro.environments import Environment
+from tvmrepro.settings import Settings
+from worker.celery_app import queue_length
+from worker.provision import read_fingerprint
+
+SMALL_LIMIT = 64 * 1024
+
+
+@pytest.fixture
+def app(tmp_path: Path, settings: Settings, tvm_envs: dict[str, Environment]) -> Iterator[Flask]:
+    """An app on a fresh home, knowing the passes of the two provisioned environments."""
+    app = create_app(Settings.from_env({"TVMREPRO_HOME": str(tmp_path),
+                                        "TVMREPRO_MAX_REQUEST_BYTES": str(SMALL_LIMIT)}))
+    service: JobService = app.extensions["tvmrepro"]
+    for env in tvm_envs.values():
+        fingerprint = read_fingerprint(settings, env)
+        assert fingerprint is not None
+        service.store.save_fingerprint(env.id, fingerprint)
+    yield app
+    service.store.dispose()
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    """Flask's test client of the app."""
+    return app.test_client()
+
+
+def post(client: FlaskClient, body: Any) -> tuple[int, dict[str, Any]]:
+    """POST /api/v1/jobs with a JSON value (or raw text); status and decoded answer."""
+    data = body if isinstance(body, str) else json.dumps(body)
+    response = client.post("/api/v1/jobs", data=data, content_type="application/json")
+    return response.status_code, response.get_json()
+
+
+def job(case: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """A run job on both founding-case environments."""
+    return {"case": case, "environments": [OLD_ENV, NEW_ENV], **extra}
+
+
+@pytest.mark.parametrize(("mutate", "field"), [
+    (lambda b: b.update(environments=3), "environments"),
+    (lambda b: b.update(environments=[OLD_ENV, "tvm-9.9-cpu"]), "environments[1]"),
+    (lambda b: b.update(environments=[]), "environments"),
+    (lambda b: b.update(environments=[None]), "environments[0]"),
+    (lambda b: b.update(bypass_cache="yes"), "bypass_cache"),
+    (lambda b: b.update(surprise=1), "surprise"),
+    (lambda b: b.update(kind="bisect"), "kind"),
+    (lambda b: b.update(kind="nonsense"), "kind"),
+    (lambda b: b.update(variants=["no-such"]), "variants[0]"),
+    (lambda b: b.update(case=[]), "case"),
+    (lambda b: b["case"].pop("source"), "case"),
+    (lambda b: b["case"].update(opt_level="high"), "case.opt_level"),
+    (lambda b: b["case"]["variants"][0]["passes"].__setitem__(1, "LambdaLfit"),
+     "case.variants[0].passes[1]"),
+    (lambda b: b["case"]["variants"][0]["passes"].__setitem__(0, {"name": 7}),
+     "case.variants[0].passes[0].name"),
+])
+def test_bad_input_is_400_naming_the_field(client: FlaskClient, founding_case: dict[str, Any],
+                                           mutate: Any, field: str) -> None:
+    body = job(json.loads(json.dumps(founding_case)))
+    mutate(body)
+    status, answer = post(client, body)
+    assert status == 400, answer
+    assert answer["error"]["field"] == field
+    assert answer["error"]["message"].startswith(f"{field}: ")
+
+
+@pytest.mark.parametrize("raw", ["{bad", "", "[]", "null", "\"text\"", "{\"case\": {}}"])
+def test_not_a_job_is_400(client: FlaskClient, raw: str) -> None:
+    status, answer = post(client, raw)
+    assert status == 400 and answer["error"]["field"] in ("body", "case")
+
+
+def test_too_large_is_413(client: FlaskClient, founding_case: dict[str, Any]) -> None:
+    big = {**founding_case, "title": "x" * SMALL_LIMIT}
+    status, answer = post(client, job(big))
+    assert status == 413 and str(SMALL_LIMIT) in answer["error"]["message"]
+
+
+def test_all_without_a_live_worker_is_400(client: FlaskClient,
+                                          founding_case: dict[str, Any]) -> None:
+    status, answer = post(client, {"case": founding_case, "environments": "all"})
+    assert status == 400 and answer["error"]["field"] == "environments"
+
+
+def test_not_found_and_wrong_method_answer_json(client: FlaskClient) -> None:
+    for path in ("/api/v1/jobs/nope", "/api/v1/jobs/nope/runs/x", "/api/v1/jobs/nope/runs/x/ir",
+                 "/api/v1/jobs/nope/runs/x/log", "/api/v1/nothing-here"):
+        response = client.get(path)
+        assert response.status_code == 404 and response.get_json()["error"]["status"] == 404
+    response = client.delete("/api/v1/jobs")
+    assert response.status_code == 405 and response.get_json()["error"]["status"] == 405
+
+
+def test_a_job_is_stored_and_its_runs_queued_per_environment(
+        app: Flask, client: FlaskClient, founding_case: dict[str, Any]) -> None:
+    status, answer = post(client, job(founding_case, variants=["fusetir-twice"]))
+    assert status == 202 and answer["status"] == "queued"
+    assert [(r["variant"], r["environment"], r["state"]) for r in answer["runs"]] == [
+        ("fusetir-twice", OLD_ENV, "queued"), ("fusetir-twice", NEW_ENV, "queued")]
+    assert answer["matrix"]["variants"] == ["fusetir-twice"]
+    again = client.get(f"/api/v1/jobs/{answer['id']}").get_json()
+    assert again["runs"] == answer["runs"] and again["case"]["source"] == founding_case["source"]
+    service: JobService = app.extensions["tvmrepro"]
+    assert [queue_length(service.celery, e) for e in (OLD_ENV, NEW_ENV)] == [1, 1]
+    environments = client.get("/api/v1/environments").get_json()["environments"]
+    waiting = {e["id"]: e["waiting"] for e in environments}
+    assert waiting[OLD_ENV] == waiting[NEW_ENV] == 1
+    compare = client.get(f"/api/v1/jobs/{answer['id']}/compare")
+    assert compare.status_code == 400 and compare.get_json()["error"]["field"] == "a"
+
+
+def test_healthz(client: FlaskClient) -> None:
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.get_json() == {"status": "ok", "store": "ok", "broker": "ok",
+                                   "waiting_runs": 0}
+
+
+def test_healthz_says_when_the_broker_is_away(tmp_path: Path) -> None:
+    nobody = f"redis://127.0.0.1:{free_port()}/0"
+    app = create_app(Settings.from_env({"TVMREPRO_HOME": str(tmp_path), "REDIS_URL": nobody}))
+    started = time.monotonic()
+    response = app.test_client().get("/healthz")
+    assert response.status_code == 503
+    assert response.get_json()["broker"].startswith("unavailable")
+    assert response.get_json()["store"] == "ok"
+    assert time.monotonic() - started < 30
+
+
+def test_openapi_covers_every_route(app: Flask, client: FlaskClient) -> None:
+    document = client.get("/api/v1/openapi.json").get_json()
+    schemas = document["components"]["schemas"]
+    routes = {re.sub(r"<(\w+)>", r"{\1}", rule.rule) for rule in app.url_map.iter_rules()
+              if rule.rule.startswith(("/api/v1", "/healthz"))}
+    routes.discard("/api/v1/openapi.json")
+    assert routes == set(document["paths"])
+    refs = re.findall(r'"#/components/schemas/(\w+)"', json.dumps(document))
+    assert refs and all(ref in schemas for ref in refs)
+    assert {"case", "environments", "bypass_cache"} <= set(schemas["JobRequest"]["properties"])
+    assert "variants" in schemas["Case"]["properties"]
