@@ -38,8 +38,11 @@ SERVICE_SOURCES = ("pyproject.toml", "README.md", "tvmrepro", "service", "worker
                    "images")
 SERVICE_DOCKERFILE = "images/service.Dockerfile"
 SERVICE_IMAGE = "tvmrepro/service:latest"
-# Wheels the service image's build needs besides the project's dependencies (build backend).
-SERVICE_BUILD_REQUIREMENTS = ("setuptools>=68", "wheel")
+# Wheels the service image's build needs besides the project's dependencies: the build
+# backend, and what a dependency needs only on older Pythons (redis on Python < 3.11.3,
+# e.g. Debian bookworm's 3.11.2), which `pip download` misses: it evaluates markers for
+# the Python it runs on, whatever --python-version says.
+SERVICE_BUILD_REQUIREMENTS = ("setuptools>=68", "wheel", "async-timeout>=4.0.3")
 
 
 @dataclass(frozen=True)
