@@ -48,8 +48,8 @@ _context: WorkerContext | None = None
 def context(app: Celery) -> WorkerContext:
     """This process's context; made on first use so that no connection crosses a fork."""
     global _context
-    if _context is None or _context.pid != os.getpid():
-        settings: Settings = app.conf.get("tvmrepro_settings") or Settings.from_env()
+    settings: Settings = app.conf.get("tvmrepro_settings") or Settings.from_env()
+    if _context is None or _context.pid != os.getpid() or _context.settings != settings:
         _context = WorkerContext(settings, Store(settings.store_url),
                                  make_runtime(settings.runtime, settings), os.getpid())
     return _context

@@ -1,0 +1,129 @@
+"""The job store on real SQLite and real PostgreSQL: admission under concurrency, one result a run."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service.store import Action, QueueFull, RunState, Store
+from tvmrepro.results import Result, Status
+
+CAP = 30
+
+
+@pytest.fixture(params=("sqlite", "postgres"))
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """An empty store with its tables."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    else:
+        url = request.getfixturevalue("clean_postgres")
+    opened = Store(url)
+    opened.create_schema()
+    yield opened
+    opened.dispose()
+
+
+def new_job(runs: int, state: RunState = RunState.QUEUED,
+            key: str = "k") -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A job row and its run rows, as JobService makes them."""
+    job_id, now = uuid.uuid4().hex, time.time()
+    job = {"id": job_id, "kind": "run", "title": "", "case": {"script": "pass"},
+           "environments": ["e"], "variants": ["script"], "bypass_cache": False,
+           "created_at": now}
+    rows = [{"id": uuid.uuid4().hex, "job_id": job_id, "ordinal": n, "variant": "script",
+             "environment": "e", "state": state.value, "cache_key": key, "cached": False,
+             "result_id": None, "timeout_s": 60, "deliveries": 0, "created_at": now,
+             "published_at": now} for n in range(runs)]
+    return job, rows
+
+
+def result(status: Status = Status.OK) -> Result:
+    """A small result with one pass."""
+    return Result.model_validate({
+        "environment": "e", "variant": "script", "status": status, "stage": "script",
+        "passes": [{"index": 0, "name": "P", "seconds": 0.1, "functions": [], "ir": "# ir"}],
+        "log": {"stdout": "out", "stderr": "err"}})
+
+
+def never_gone(_claimer: str) -> bool:
+    """No claimer is ever dead."""
+    return False
+
+
+def test_the_cap_holds_when_many_submit_at_once(store: Store) -> None:
+    def submit(_: int) -> bool:
+        try:
+            store.submit(*new_job(3), cap=CAP)
+            return True
+        except QueueFull:
+            return False
+
+    with ThreadPoolExecutor(16) as pool:
+        admitted = list(pool.map(submit, range(20)))
+    assert admitted.count(True) == CAP // 3
+    assert store.waiting_count() == CAP // 3 * 3
+
+
+def test_a_refused_job_stores_nothing(store: Store) -> None:
+    store.submit(*new_job(CAP), cap=CAP)
+    job, runs = new_job(1)
+    with pytest.raises(QueueFull) as refused:
+        store.submit(job, runs, cap=CAP)
+    assert refused.value.waiting == CAP
+    assert store.job(job["id"]) is None and store.waiting_count() == CAP
+
+
+def test_a_run_gets_one_result_however_often_it_is_finished(store: Store) -> None:
+    job, (run,) = new_job(1)
+    store.submit(job, [run], cap=CAP)
+    claim = store.claim(run["id"], "host:1", 3, 5.0, never_gone)
+    assert claim.action is Action.RUN and claim.deliveries == 1 and claim.case == job["case"]
+    assert store.finish(run["id"], result()) is True
+    assert store.finish(run["id"], result(Status.ERROR)) is False
+    assert store.claim(run["id"], "host:2", 3, 5.0, never_gone).action is Action.SKIP
+    stored = store.job(job["id"])
+    assert stored is not None and stored["runs"][0]["result"]["status"] == "ok"
+    full = store.result(run["id"])
+    assert full is not None and full["passes"][0]["ir"] == "# ir"
+    assert full["log"] == {"stdout": "out", "stderr": "err", "truncated": False}
+
+
+def test_a_live_claimer_keeps_its_run_and_a_dead_one_loses_it(store: Store) -> None:
+    job, (run,) = new_job(1)
+    store.submit(job, [run], cap=CAP)
+    store.claim(run["id"], "host:1", 3, 5.0, never_gone)
+    assert store.claim(run["id"], "host:2", 3, 5.0, never_gone).action is Action.SKIP
+    taken = store.claim(run["id"], "host:2", 3, 5.0, lambda claimer: claimer == "host:1")
+    assert taken.action is Action.RUN and taken.deliveries == 2
+    assert store.claim(run["id"], "host:3", 2, 5.0, lambda c: True).action is Action.EXHAUSTED
+
+
+def test_the_cache_offers_finished_results_but_not_infra_errors(store: Store) -> None:
+    failed_job, (failed,) = new_job(1, key="same")
+    store.submit(failed_job, [failed], cap=CAP)
+    store.claim(failed["id"], "h:1", 3, 5.0, never_gone)
+    store.finish(failed["id"], result(Status.INFRA_ERROR))
+    assert store.cached_result("same") is None
+    good_job, (good,) = new_job(1, key="same")
+    store.submit(good_job, [good], cap=CAP)
+    store.claim(good["id"], "h:1", 3, 5.0, never_gone)
+    store.finish(good["id"], result(Status.ERROR))
+    assert store.cached_result("same") == good["id"]
+
+
+def test_heartbeats_and_fingerprints(store: Store) -> None:
+    store.heartbeat("h:1", ["a", "b"])
+    store.heartbeat("h:2", ["b"])
+    assert store.live_environments(stale_s=30) == {"a": 1, "b": 2}
+    store.forget_worker("h:1")
+    assert store.live_environments(stale_s=30) == {"b": 1}
+    store.save_fingerprint("b", {"passes": ["FuseTIR"]})
+    store.save_fingerprint("b", {"passes": ["FuseTIR", "LambdaLift"]})
+    assert store.fingerprints() == {"b": {"passes": ["FuseTIR", "LambdaLift"]}}
