@@ -1,0 +1,76 @@
+"""`tvmrepro up`: API and worker in one command, on the embedded broker and SQLite (no Redis)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import NEW_ENV, REPO, shared_case
+from tests.service.stack import free_port, make_home
+from tvmrepro.environments import Environment
+from worker.tasks import pid_alive
+
+pytestmark = [pytest.mark.tvm, pytest.mark.timeout(300)]
+
+
+def test_up_serves_and_runs_with_no_external_service(tmp_path: Path, test_home: Path,
+                                                     tvm_envs: dict[str, Environment]) -> None:
+    home, port = make_home(tmp_path, test_home), free_port()
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("REDIS_URL", "DATABASE_URL") and not k.startswith("TVMREPRO_")}
+    environ.update(TVMREPRO_HOME=str(home))
+    tvmrepro = str(Path(sys.executable).parent / "tvmrepro")
+    log = open(home / "up.log", "wb")  # noqa: SIM115  # the child writes to it
+    up = subprocess.Popen([tvmrepro, "up", "--port", str(port), "--env", NEW_ENV], env=environ,
+                          cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:  # until the API answers and the worker serves the environment
+            try:
+                envs = httpx.get(f"{url}/api/v1/environments").json()["environments"]
+                if next(e for e in envs if e["id"] == NEW_ENV)["workers"] == 1:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, (home / "up.log").read_text()[-3000:]
+            time.sleep(0.3)
+        proc = subprocess.run([tvmrepro, "run", str(shared_case("tvm-17357/case.json")),
+                               "--server", url, "--json"], env=environ, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        runs = json.loads(proc.stdout)["runs"]
+        assert [(r["environment"], r["variant"], r["status"]) for r in runs] == [
+            (NEW_ENV, "fusetir-once", "error"), (NEW_ENV, "fusetir-twice", "ok")]
+        assert (home / "tvmrepro.sqlite").exists() and (home / "broker.sqlite").exists()
+        assert httpx.get(f"{url}/healthz").json()["status"] == "ok"
+        worker_pid = _worker_pid(home)
+    finally:
+        os.kill(up.pid, signal.SIGTERM)
+        up.wait(30)
+    deadline = time.monotonic() + 30
+    while pid_alive(worker_pid):  # the worker goes with it
+        assert time.monotonic() < deadline, "the worker outlived `tvmrepro up`"
+        time.sleep(0.2)
+
+
+def _worker_pid(home: Path) -> int:
+    """The pid of the worker's main process, from its heartbeat (host:pid)."""
+    from service.store import Store
+
+    store = Store(f"sqlite:///{home / 'tvmrepro.sqlite'}")
+    with store.engine.connect() as conn:
+        from service import schema
+
+        (worker_id,) = conn.execute(schema.workers.select().with_only_columns(
+            schema.workers.c.id)).scalars()
+    store.dispose()
+    return int(worker_id.rpartition(":")[2])
