@@ -190,7 +190,9 @@ class JobService:
         runs = [RunView(id=r["id"], variant=r["variant"], environment=r["environment"],
                         state=r["state"], cached=r["cached"],
                         cached_from=r["result_id"] if r["cached"] else None,
-                        deliveries=r["deliveries"], result=r["result"]) for r in job["runs"]]
+                        deliveries=r["deliveries"], result=r["result"],
+                        finished_at=_iso(r["finished_at"]) if r["finished_at"] else None)
+                for r in job["runs"]]
         return JobView(
             id=job["id"], kind=job["kind"], title=job["title"], status=job_status(job["runs"]),
             created_at=_iso(job["created_at"]), environments=job["environments"],

@@ -102,6 +102,7 @@ class RunView(BaseModel):
     cached: bool = Field(description="served from an earlier identical run")
     cached_from: str | None = None
     deliveries: int
+    finished_at: str | None = Field(default=None, description="when its result was stored")
     result: dict[str, Any] | None = None
 
 

@@ -1,0 +1,218 @@
+"""The founding case end to end through the service, against a bare cold `python` run of it.
+
+Measured side by side in one run, interleaved so that drift hits all alike:
+- bare: `python repro.py` in the environment's interpreter, a fresh process each
+  time (the case's source ported to this TVM, its passes, build, VM), as a user
+  would run the report by hand;
+- redis: submit over HTTP -> the result is stored (its `finished_at`), with the
+  API and a worker already running on Redis (database BENCH_REDIS_DB) and SQLite;
+- embedded: the same on the embedded broker (kombu over SQLite) and SQLite.
+Each service run bypasses the cache. Prints medians and the ratio service/bare.
+
+    .venv/bin/python bench/service_vs_bare.py [--repeat 7] [--env ENV] [--variant NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import redis
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tvmrepro.environments import default_catalog  # noqa: E402
+from tvmrepro.settings import Settings  # noqa: E402
+from worker.provision import env_python, provision  # noqa: E402
+
+CASE = REPO / "tests" / "cases" / "tvm-17357" / "case.json"
+BENCH_REDIS_URL = os.environ.get("TVMREPRO_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
+POLL_S = 0.02
+START_TIMEOUT_S = 120.0
+
+# Untimed: port the case's source to the environment's TVM with the harness's own rules.
+PORT = """
+import json, sys, tvm
+from harness.porting import detect, port
+case = json.load(open(sys.argv[1]))
+print(port(case["source"], detect(tvm))[0])
+"""
+REPRO_TAIL = """
+import tvm
+from tvm import relax
+
+def resolve(name):
+    for ns in (relax.transform, (getattr(tvm, "tirx", None) or tvm.tir).transform):
+        if hasattr(ns, name):
+            return getattr(ns, name)()
+    raise NameError(name)
+
+mod = {module}
+with tvm.transform.PassContext(opt_level={opt_level}):
+    for name in {passes!r}:
+        mod = resolve(name)(mod)
+    ex = relax.build(mod, target="{target}")
+try:
+    relax.VirtualMachine(ex, tvm.cpu())
+    print("ok")
+except Exception as exc:
+    print(type(exc).__name__, str(exc).splitlines()[0][:200])
+"""
+
+
+def bare_script(settings: Settings, env_id: str, case: dict[str, Any], variant: str,
+                workdir: Path) -> Path:
+    """repro.py: the case as a plain script for this environment."""
+    env = default_catalog().get(env_id)
+    case_file = workdir / "case.json"
+    case_file.write_text(json.dumps(case))
+    ported = subprocess.run([str(env_python(settings, env)), "-c", PORT, str(case_file)],
+                            capture_output=True, text=True, check=True,
+                            env={"PYTHONPATH": str(REPO / "images"), "PATH": "/usr/bin:/bin"})
+    spec = next(v for v in case["variants"] if v["name"] == variant)
+    passes = [p if isinstance(p, str) else p["name"] for p in spec["passes"]]
+    tail = REPRO_TAIL.format(module=case.get("module", "Module"), passes=passes,
+                             opt_level=case.get("opt_level", 3), target=env.target)
+    script = workdir / "repro.py"
+    script.write_text(ported.stdout + tail)
+    return script
+
+
+def time_bare(python: Path, script: Path) -> float:
+    """Seconds for one cold `python repro.py`."""
+    started = time.perf_counter()
+    proc = subprocess.run([str(python), str(script)], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"})
+    elapsed = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"the bare run failed:\n{proc.stderr[-3000:]}")
+    return elapsed
+
+
+class Service:
+    """An API and one worker, started here and stopped at the end."""
+
+    def __init__(self, name: str, envs_dir: Path, env_id: str, redis_url: str | None) -> None:
+        self.name = name
+        self.home = Path(tempfile.mkdtemp(prefix=f"tvmrepro-bench-{name}-"))
+        (self.home / "envs").symlink_to(envs_dir)
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.environ = {k: v for k, v in os.environ.items()
+                        if k not in ("REDIS_URL", "DATABASE_URL") and not k.startswith("TVMREPRO_")}
+        self.environ["TVMREPRO_HOME"] = str(self.home)
+        if redis_url:
+            self.environ["REDIS_URL"] = redis_url
+        self.procs = [self._spawn("api", "serve", "--port", str(self.port)),
+                      self._spawn("worker", "worker", "--env", env_id, "--loglevel", "WARNING")]
+        self.http = httpx.Client(base_url=self.url, timeout=30.0)
+        self._wait_ready(env_id)
+
+    def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+        log = open(self.home / f"{name}.log", "wb")  # noqa: SIM115  # the child writes to it
+        return subprocess.Popen([sys.executable, "-m", "client", *args], cwd=REPO,
+                                env=self.environ, stdout=log, stderr=subprocess.STDOUT)
+
+    def _wait_ready(self, env_id: str) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                envs = self.http.get("/api/v1/environments").json()["environments"]
+                if next(e for e in envs if e["id"] == env_id)["workers"]:
+                    return
+            except (httpx.TransportError, ValueError, KeyError):
+                pass
+            time.sleep(0.2)
+        raise SystemExit(f"the {self.name} service did not start; see {self.home}/*.log")
+
+    def time_job(self, case: dict[str, Any], env_id: str, variant: str) -> dict[str, float]:
+        """Seconds from submit to the result stored, and the run's own time in the sandbox."""
+        body = {"case": case, "environments": [env_id], "variants": [variant],
+                "bypass_cache": True}
+        submitted = time.time()
+        job = self.http.post("/api/v1/jobs", json=body).json()
+        while job["status"] not in ("done", "failed"):
+            time.sleep(POLL_S)
+            job = self.http.get(f"/api/v1/jobs/{job['id']}").json()
+        (run,) = job["runs"]
+        stored = datetime.fromisoformat(run["finished_at"]).timestamp()
+        return {"e2e": stored - submitted, "sandbox": run["result"]["seconds"]["total"]}
+
+    def stop(self) -> None:
+        """Stop the API and the worker."""
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def summary(label: str, seconds: list[float], bare: float) -> str:
+    """One line of the table."""
+    median = statistics.median(seconds)
+    return (f"{label:<28} {median:8.3f} {min(seconds):8.3f} {max(seconds):8.3f}"
+            f" {median / bare:8.2f}x")
+
+
+def main() -> None:
+    """Measure and print."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="tvm-0.27.0.post1-cpu")
+    parser.add_argument("--variant", default="fusetir-once")
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--json", action="store_true", help="also print the samples as JSON")
+    args = parser.parse_args()
+    settings = Settings.from_env()
+    env = default_catalog().get(args.env)
+    provision(settings, env)
+    case = json.loads(CASE.read_text())
+    script = bare_script(settings, env.id, case, args.variant, Path(tempfile.mkdtemp()))
+    bench_redis = redis.Redis.from_url(BENCH_REDIS_URL)
+    bench_redis.flushdb()  # the bench's own database number, never the default one
+    services = [Service("redis", settings.envs_dir, env.id, BENCH_REDIS_URL),
+                Service("embedded", settings.envs_dir, env.id, None)]
+    samples: dict[str, list[float]] = {"bare": []}
+    try:
+        for service in services:  # warm-up: the first run after start pays for cold caches
+            service.time_job(case, env.id, args.variant)
+        for _ in range(args.repeat):
+            samples["bare"].append(time_bare(env_python(settings, env), script))
+            for service in services:
+                timing = service.time_job(case, env.id, args.variant)
+                samples.setdefault(service.name, []).append(timing["e2e"])
+                samples.setdefault(f"{service.name} (sandbox)", []).append(timing["sandbox"])
+    finally:
+        for service in services:
+            service.stop()
+        bench_redis.flushdb()
+    bare = statistics.median(samples["bare"])
+    print(f"founding case, variant {args.variant}, {env.id}, {args.repeat} runs each "
+          f"(medians; service runs bypass the cache)")
+    print(f"{'':<28} {'median':>8} {'min':>8} {'max':>8} {'/bare':>9}")
+    print(summary("bare cold python", samples["bare"], bare))
+    for name in ("redis", "embedded"):
+        print(summary(f"service, {name} broker", samples[name], bare))
+        print(summary("  of which run in sandbox", samples[f"{name} (sandbox)"], bare))
+    if args.json:
+        print(json.dumps(samples))
+
+
+if __name__ == "__main__":
+    main()
