@@ -9,34 +9,34 @@ from typing import Any
 
 from service.store import Store
 from tvmrepro.environments import Environment
+from tvmrepro.errors import ReproError
 from tvmrepro.settings import Settings
 from worker.celery_app import make_celery, queue_name
 from worker.provision import provision, read_fingerprint
 from worker.recovery import Recovery
+from worker.runtimes import make_runtime
 
 log = logging.getLogger(__name__)
 # What the API needs of a fingerprint: pass names validate cases; the rest is shown.
 FINGERPRINT_FIELDS = ("version", "python", "libinfo", "passes")
 
 
+def _facts(settings: Settings, env: Environment) -> dict[str, Any] | None:
+    if settings.runtime == "local":
+        return provision(settings, env)
+    # Another runtime (Docker) knows its environments from their images.
+    probe = getattr(make_runtime(settings.runtime, settings), "fingerprint", None)
+    try:
+        return probe(env) if callable(probe) else read_fingerprint(settings, env)
+    except ReproError as exc:
+        log.warning("no fingerprint for %s (%s): its pass names go unchecked", env.id, exc)
+        return None
+
+
 def prepare(settings: Settings, envs: list[Environment], store: Store) -> None:
     """Provision (local runtime) and record each environment's fingerprint in the store."""
-    docker_runtime = None
-    if settings.runtime == "docker":
-        from worker.runtimes.docker import DockerRuntime
-
-        # Starting it sweeps the containers that a killed worker left behind.
-        docker_runtime = DockerRuntime(settings)
-        if docker_runtime.swept:
-            log.warning("removed %d leftover sandbox containers (runs %s)",
-                        len(docker_runtime.swept), ", ".join(docker_runtime.swept))
     for env in envs:
-        if settings.runtime == "local":
-            facts: dict[str, Any] | None = provision(settings, env)
-        elif docker_runtime:
-            facts = docker_runtime.fingerprint(env)  # the image's TVM; fails if it is not built
-        else:
-            facts = read_fingerprint(settings, env)
+        facts = _facts(settings, env)
         if facts:
             store.save_fingerprint(env.id, {k: facts.get(k) for k in FINGERPRINT_FIELDS})
 
