@@ -7,7 +7,7 @@
 # wheels; a wheelhouse for this image is made with --python-version 3.12).
 ARG BASE_IMAGE=nvidia/cuda:13.0.1-runtime-ubuntu24.04
 
-FROM ${BASE_IMAGE} AS python
+FROM ${BASE_IMAGE} AS with-python
 # Only when the base has no python3 (a stand-in base may have it, and then the
 # build needs no network). Versions come with the base's release, hence no pins.
 # hadolint ignore=DL3008
@@ -18,7 +18,7 @@ RUN if ! command -v python3 >/dev/null; then \
         && rm -rf /var/lib/apt/lists/*; \
     fi
 
-FROM python AS build
+FROM with-python AS build
 # Space-separated exact requirements, e.g. "apache-tvm==0.27.0.post1 nvidia-cuda-nvrtc==13.0.88 ...".
 ARG PACKAGES
 COPY wheels/ /tmp/wheels/
@@ -31,7 +31,7 @@ RUN test -n "${PACKAGES}" || { echo "build argument PACKAGES is required" >&2; e
     && /opt/tvm/bin/pip install --no-cache-dir --no-deps --disable-pip-version-check $from ${PACKAGES} \
     && /opt/tvm/bin/python -c "import tvm, tvm.relax, tvm.script; print('TVM', tvm.__version__)"
 
-FROM python
+FROM with-python
 ARG ENV_ID=""
 ARG PACKAGES
 LABEL org.opencontainers.image.title="tvm-repro pinned TVM environment (CUDA)" \

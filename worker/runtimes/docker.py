@@ -316,11 +316,14 @@ class DockerRuntime:
             chunks, _ = self.client.api.get_archive(container_id, EVENTS_FILE)
         except docker.errors.NotFound:
             return []
-        reader = io.BufferedReader(_ChunkReader(iter(chunks)))
-        with tarfile.open(fileobj=reader, mode="r|") as tar:
-            member = next(iter(tar), None)
-            handle = tar.extractfile(member) if member else None
-            data = handle.read(EVENTS_READ_CAP) if handle else b""
+        stream = iter(chunks)
+        try:
+            with tarfile.open(fileobj=io.BufferedReader(_ChunkReader(stream)), mode="r|") as tar:
+                member = next(iter(tar), None)
+                handle = tar.extractfile(member) if member else None
+                data = handle.read(EVENTS_READ_CAP) if handle else b""
+        finally:
+            getattr(stream, "close", lambda: None)()  # the rest, past the cap, is not read
         return parse_events(data)
 
     def _isolation(self, job: SandboxJob, image_id: str) -> dict[str, Any]:
