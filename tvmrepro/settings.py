@@ -44,6 +44,7 @@ class Settings:
     home: Path = DEFAULT_HOME
     server: str = DEFAULT_SERVER
     redis_url: str | None = None
+    redis_prefix: str = ""  # prepended to every Redis key: deployments can share one Redis
     database_url: str | None = None
     runtime: str = DEFAULT_RUNTIME
     docker_host: str | None = None
@@ -74,6 +75,7 @@ class Settings:
             home=Path(env.get("TVMREPRO_HOME") or DEFAULT_HOME).expanduser(),
             server=env.get("TVMREPRO_SERVER") or DEFAULT_SERVER,
             redis_url=env.get("REDIS_URL") or None,
+            redis_prefix=env.get("TVMREPRO_REDIS_PREFIX") or "",
             database_url=env.get("DATABASE_URL") or None,
             runtime=env.get("TVMREPRO_RUNTIME") or DEFAULT_RUNTIME,
             docker_host=env.get("DOCKER_HOST") or None,

@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
+from kombu.transport import redis as redis_transport
 from kombu.transport import sqlalchemy as sqla_transport
+from kombu.transport import virtual
 
 from tvmrepro.settings import Settings
 
@@ -35,6 +37,42 @@ class EmbeddedTransport(sqla_transport.Transport):
     polling_interval = EMBEDDED_POLLING_S
 
 
+class _AckTolerantQoS(redis_transport.QoS):
+    """Frees the prefetch slot even when Redis is away at the acknowledgement.
+
+    kombu's Redis QoS frees the slot only after Redis confirmed the ack; a run that
+    ends while Redis restarts would keep the slot, and with prefetch 1 the worker
+    would never take another message. The unacknowledged copy (if Redis kept it)
+    comes back after the visibility timeout and is dropped: the run is done.
+    """
+
+    def ack(self, delivery_tag: Any) -> None:
+        """Acknowledge; on a connection error, free the slot and re-raise."""
+        try:
+            super().ack(delivery_tag)
+        except Exception:
+            virtual.QoS.ack(self, delivery_tag)
+            raise
+
+    def reject(self, delivery_tag: Any, requeue: bool = False) -> None:
+        """Reject; on a connection error, free the slot and re-raise."""
+        try:
+            super().reject(delivery_tag, requeue=requeue)
+        except Exception:
+            virtual.QoS.ack(self, delivery_tag)
+            raise
+
+
+class _RedisChannel(redis_transport.Channel):
+    QoS = _AckTolerantQoS
+
+
+class RedisTransport(redis_transport.Transport):
+    """kombu's Redis transport with the QoS above."""
+
+    Channel = _RedisChannel
+
+
 def queue_name(env_id: str) -> str:
     """The queue of one environment's runs."""
     return f"{QUEUE_PREFIX}{env_id}"
@@ -42,11 +80,17 @@ def queue_name(env_id: str) -> str:
 
 def _broker_options(settings: Settings) -> dict[str, Any]:
     if settings.redis_url:
-        return {"broker_transport_options": {
+        options: dict[str, Any] = {
             "visibility_timeout": settings.visibility_timeout_s,
             "socket_timeout": REDIS_SOCKET_TIMEOUT_S,
             "socket_connect_timeout": REDIS_SOCKET_TIMEOUT_S,
-        }}
+        }
+        if settings.redis_prefix:
+            options["global_keyprefix"] = settings.redis_prefix
+        found: dict[str, Any] = {"broker_transport_options": options}
+        if settings.redis_url.startswith("redis://"):  # rediss:// and sentinel keep kombu's own
+            found["broker_transport"] = f"{__name__}:RedisTransport"
+        return found
     return {
         "broker_url": settings.broker_url.removeprefix("sqla+"),
         "broker_transport": f"{__name__}:EmbeddedTransport",

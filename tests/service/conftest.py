@@ -1,15 +1,17 @@
-"""Fixtures for the service: real Redis (its own database number), real PostgreSQL, real stacks.
+"""Fixtures for the service: real Redis, real PostgreSQL, real stacks.
 
-Redis: database 13 of 127.0.0.1:6379 (TVMREPRO_TEST_REDIS_URL), flushed before
-and after each test that uses it; no other database is touched. PostgreSQL:
-database `tvmrepro_test` on 127.0.0.1:5432 (TVMREPRO_TEST_DATABASE_URL),
-created when missing, its tables dropped after each test.
+Test runs may overlap on one machine (two people, or CI beside a developer),
+so nothing is shared between them: Redis is database 13 of 127.0.0.1:6379
+(TVMREPRO_TEST_REDIS_URL) with a key prefix of this test's own, whose keys are
+deleted after it (no database is flushed); PostgreSQL is a database of this
+test session's own on 127.0.0.1:5432, dropped at its end.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,21 +29,21 @@ from tvmrepro.settings import Settings
 
 REDIS_URL = os.environ.get("TVMREPRO_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
 PG_SERVER = os.environ.get("TVMREPRO_TEST_PG_SERVER", "postgresql://postgres@127.0.0.1:5432")
-PG_DATABASE = "tvmrepro_test"
 BACKENDS = ("embedded", "redis+postgres")
 
 
 @pytest.fixture(scope="session")
-def postgres_url() -> str:
-    """The test database's URL (created when missing)."""
+def postgres_url() -> Iterator[str]:
+    """A database of this session's own (TVMREPRO_TEST_DATABASE_URL: that one instead)."""
     if url := os.environ.get("TVMREPRO_TEST_DATABASE_URL"):
-        return url
+        yield url
+        return
+    name = f"tvmrepro_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
-                              (PG_DATABASE,)).fetchone()
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{PG_DATABASE}"')
-    return f"{PG_SERVER.replace('postgresql://', 'postgresql+psycopg://')}/{PG_DATABASE}"
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield f"{PG_SERVER.replace('postgresql://', 'postgresql+psycopg://')}/{name}"
+    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _clean_postgres(url: str) -> None:
@@ -50,19 +52,25 @@ def _clean_postgres(url: str) -> None:
     store.dispose()
 
 
-@pytest.fixture
-def clean_redis() -> Iterator[str]:
-    """REDIS_URL of the dedicated test database, empty before and after the test."""
-    client = redis.Redis.from_url(REDIS_URL)
-    client.flushdb()
-    yield REDIS_URL
-    client.flushdb()
+def delete_prefixed(url: str, prefix: str) -> None:
+    """Delete every key under `prefix` in the Redis at `url` (and nothing else)."""
+    client = redis.Redis.from_url(url)
+    for key in client.scan_iter(match=f"{prefix}*", count=1000):
+        client.delete(key)
     client.close()
 
 
 @pytest.fixture
+def redis_prefix() -> Iterator[str]:
+    """A Redis key prefix of this test's own; its keys are deleted after the test."""
+    prefix = f"tvmrepro-test-{uuid.uuid4().hex[:12]}:"
+    yield prefix
+    delete_prefixed(REDIS_URL, prefix)
+
+
+@pytest.fixture
 def clean_postgres(postgres_url: str) -> Iterator[str]:
-    """The test database's URL, with no tables of ours before and after the test."""
+    """The session's database, with no tables of ours before and after the test."""
     _clean_postgres(postgres_url)
     yield postgres_url
     _clean_postgres(postgres_url)
@@ -73,8 +81,8 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     """Each service test runs twice: embedded broker and SQLite, then Redis and PostgreSQL."""
     if request.param == "embedded":
         return Backend("embedded")
-    return Backend("redis+postgres", request.getfixturevalue("clean_redis"),
-                   request.getfixturevalue("clean_postgres"))
+    return Backend("redis+postgres", REDIS_URL, request.getfixturevalue("clean_postgres"),
+                   request.getfixturevalue("redis_prefix"))
 
 
 @pytest.fixture

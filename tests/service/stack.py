@@ -45,6 +45,7 @@ class Backend:
     name: str
     redis_url: str | None = None
     database_url: str | None = None
+    redis_prefix: str = ""
 
 
 def free_port() -> int:
@@ -89,6 +90,7 @@ class Stack:
         env.update(TEST_TIMINGS, TVMREPRO_HOME=str(self.home), **overrides)
         if self.backend.redis_url:
             env["REDIS_URL"] = self.backend.redis_url
+            env["TVMREPRO_REDIS_PREFIX"] = self.backend.redis_prefix
         if self.backend.database_url:
             env["DATABASE_URL"] = self.backend.database_url
         return env

@@ -15,11 +15,18 @@ import pytest
 import redis
 
 from tests.conftest import NEW_ENV, OLD_ENV
-from tests.service.stack import Backend, Stack, dump, founding_body, make_home, sleeping_script
+from tests.service.stack import (
+    Backend,
+    Stack,
+    dump,
+    founding_body,
+    free_port,
+    make_home,
+    sleeping_script,
+)
 from tvmrepro.environments import Environment
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(300)]
-OWN_REDIS_PORT = int(os.environ.get("TVMREPRO_TEST_OWN_REDIS_PORT", "6390"))
 
 
 def claimer_pid(run: dict[str, Any]) -> int:
@@ -108,20 +115,24 @@ def check_recovered(stack: Stack, job_id: str, before: dict[str, Any]) -> None:
     assert {k: after[k] for k in before} == before
 
 
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    """A redis-server of our own (no persistence) that a test may restart."""
-    server = shutil.which("redis-server")
-    if server is None:
-        pytest.fail("redis-server is not installed")
-    args = [server, "--port", str(OWN_REDIS_PORT), "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "no", "--dir", str(tmp_path)]
-    state: dict[str, Any] = {"args": args, "url": f"redis://127.0.0.1:{OWN_REDIS_PORT}/0"}
+class OwnRedis:
+    """A redis-server of our own, without persistence: a restart empties it."""
 
-    def start() -> None:
-        state["proc"] = subprocess.Popen(args, stdout=subprocess.DEVNULL)
-        client = redis.Redis(port=OWN_REDIS_PORT)
-        for _ in range(100):
+    def __init__(self, workdir: Path) -> None:
+        server = shutil.which("redis-server")
+        if server is None:
+            pytest.fail("redis-server is not installed")
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.args = [server, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                     "--appendonly", "no", "--dir", str(workdir)]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start it and wait until it answers."""
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL)
+        client = redis.Redis(port=self.port)
+        for _ in range(200):
             try:
                 client.ping()
                 return
@@ -129,38 +140,65 @@ def own_redis(tmp_path: Path) -> Iterator[dict[str, Any]]:
                 time.sleep(0.05)
         raise AssertionError("own redis-server did not start")
 
-    state["start"] = start
-    start()
-    yield state
-    state["proc"].terminate()
-    state["proc"].wait()
+    def stop(self) -> None:
+        """Stop it (everything in it is lost)."""
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait()
 
 
-def test_redis_and_api_restart_mid_job(own_redis: dict[str, Any], clean_postgres: str,
-                                       tmp_path: Path, test_home: Path,
-                                       tvm_envs: dict[str, Environment],
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[OwnRedis]:
+    """A started OwnRedis, stopped after the test."""
+    server = OwnRedis(tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_stack(own_redis: OwnRedis, clean_postgres: str, tmp_path: Path, test_home: Path,
+                tvm_envs: dict[str, Environment]) -> Iterator[Stack]:
+    """A stack on our own Redis and PostgreSQL (nothing started yet)."""
+    stack = Stack(Backend("redis+postgres", own_redis.url, clean_postgres),
+                  make_home(tmp_path, test_home))
+    yield stack
+    stack.close()
+
+
+def test_redis_and_api_restart_mid_job(redis_stack: Stack, own_redis: OwnRedis,
                                        founding_case: dict[str, Any]) -> None:
-    backend = Backend("redis+postgres", own_redis["url"], clean_postgres)
-    stack = Stack(backend, make_home(tmp_path, test_home))
-    try:
-        stack.start_api()
-        stack.start_worker(OLD_ENV)
-        stack.start_worker(NEW_ENV)
-        job = stack.submit(founding_body(many_variants(founding_case, 3), [OLD_ENV, NEW_ENV]))
-        wait_partly_done(stack, job["id"])
-        # Redis restarts empty (no persistence): the waiting messages are gone.
-        own_redis["proc"].terminate()
-        own_redis["proc"].wait()
-        stack.stop(stack.api, grace=5)
-        before = finished_results(stack, job["id"])
-        own_redis["start"]()
-        stack.start_api()
-        check_recovered(stack, job["id"], before)
-        assert "lost runs again" in stack.logs(tail=100_000)
-        again = stack.submit(founding_body(founding_case, [NEW_ENV], bypass_cache=True))
-        assert stack.wait(again["id"])["status"] == "done"
-    finally:
-        stack.close()
+    stack = redis_stack
+    stack.start_api()
+    stack.start_worker(OLD_ENV)
+    stack.start_worker(NEW_ENV)
+    job = stack.submit(founding_body(many_variants(founding_case, 3), [OLD_ENV, NEW_ENV]))
+    wait_partly_done(stack, job["id"])
+    own_redis.stop()  # no persistence: the waiting messages are gone
+    stack.stop(stack.api, grace=5)
+    before = finished_results(stack, job["id"])
+    own_redis.start()
+    stack.start_api()
+    check_recovered(stack, job["id"], before)
+    assert "lost runs again" in stack.logs(tail=100_000)
+    again = stack.submit(founding_body(founding_case, [NEW_ENV], bypass_cache=True))
+    assert stack.wait(again["id"])["status"] == "done"
+
+
+def test_a_run_that_ends_while_redis_is_away_does_not_stall_its_worker(
+        redis_stack: Stack, own_redis: OwnRedis, founding_case: dict[str, Any]) -> None:
+    stack = redis_stack
+    stack.start_api()
+    stack.start_worker(NEW_ENV)
+    job = stack.submit(founding_body(sleeping_script(3, "away"), [NEW_ENV]))
+    stack.wait_running(job["id"])
+    own_redis.stop()
+    stack._until(lambda: finished_results(stack, job["id"]), "the run to end with Redis away")
+    own_redis.start()
+    assert stack.wait(job["id"])["status"] == "done"
+    # Its acknowledgement failed; the worker must still take new work.
+    after = stack.submit(founding_body(founding_case, [NEW_ENV], bypass_cache=True))
+    assert stack.wait(after["id"], timeout=60)["status"] == "done"
 
 
 def test_api_and_workers_restart_mid_job(stack: Stack, founding_case: dict[str, Any]) -> None:
