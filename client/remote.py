@@ -70,6 +70,11 @@ class ApiClient:
         found: dict[str, Any] = self._call("GET", f"/api/v1/jobs/{job_id}")
         return found
 
+    def environments(self) -> list[dict[str, Any]]:
+        """The service's environments, with their live workers."""
+        found: list[dict[str, Any]] = self._call("GET", "/api/v1/environments")["environments"]
+        return found
+
     def result(self, job_id: str, run_id: str) -> dict[str, Any]:
         """One run's full result."""
         found: dict[str, Any] = self._call("GET", f"/api/v1/jobs/{job_id}/runs/{run_id}")
@@ -143,6 +148,11 @@ def run_remotely(case: Case, envs: list[Environment] | None, variants: list[str]
     job = client.submit(body)
     console = error_console()
     console.print(f"job {job['id']} at {server}", highlight=False)
+    served = {env["id"] for env in client.environments() if env["workers"]}
+    for env_id in job["environments"]:
+        if env_id not in served and job["status"] != "done":
+            console.print(f"[yellow]warning:[/yellow] no live worker serves {env_id}; its runs "
+                          f"wait until one does (tvmrepro worker --env {env_id})", highlight=False)
     job = follow(client, job, console)
     if as_json:
         runs = [client.result(job["id"], run["id"]) for run in job["runs"]]
