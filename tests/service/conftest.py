@@ -40,10 +40,22 @@ def postgres_url() -> Iterator[str]:
         return
     name = f"tvmrepro_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
+        _drop_abandoned(conn)
         conn.execute(f'CREATE DATABASE "{name}"')
     yield f"{PG_SERVER.replace('postgresql://', 'postgresql+psycopg://')}/{name}"
     with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _drop_abandoned(conn: psycopg.Connection[Any]) -> None:
+    """Drop the databases of earlier sessions of this machine whose process is gone."""
+    from worker.tasks import pid_alive
+
+    rows = conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'tvmrepro_test_%'")
+    for (name,) in rows.fetchall():
+        pid = name.split("_")[2]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _clean_postgres(url: str) -> None:
