@@ -5,7 +5,8 @@ Measured side by side in one run, interleaved so that drift hits all alike:
   time (the case's source ported to this TVM, its passes, build, VM), as a user
   would run the report by hand;
 - redis: submit over HTTP -> the result is stored (its `finished_at`), with the
-  API and a worker already running on Redis (database BENCH_REDIS_DB) and SQLite;
+  API and a worker already running on Redis (its keys under a prefix of this
+  run's own, deleted afterwards) and SQLite;
 - embedded: the same on the embedded broker (kombu over SQLite) and SQLite.
 Each service run bypasses the cache. Prints medians and the ratio service/bare.
 
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -104,7 +106,8 @@ def time_bare(python: Path, script: Path) -> float:
 class Service:
     """An API and one worker, started here and stopped at the end."""
 
-    def __init__(self, name: str, envs_dir: Path, env_id: str, redis_url: str | None) -> None:
+    def __init__(self, name: str, envs_dir: Path, env_id: str, redis_url: str | None,
+                 redis_prefix: str = "") -> None:
         self.name = name
         self.home = Path(tempfile.mkdtemp(prefix=f"tvmrepro-bench-{name}-"))
         (self.home / "envs").symlink_to(envs_dir)
@@ -117,6 +120,7 @@ class Service:
         self.environ["TVMREPRO_HOME"] = str(self.home)
         if redis_url:
             self.environ["REDIS_URL"] = redis_url
+            self.environ["TVMREPRO_REDIS_PREFIX"] = redis_prefix
         self.procs = [self._spawn("api", "serve", "--port", str(self.port)),
                       self._spawn("worker", "worker", "--env", env_id, "--loglevel", "WARNING")]
         self.http = httpx.Client(base_url=self.url, timeout=30.0)
@@ -184,9 +188,8 @@ def main() -> None:
     provision(settings, env)
     case = json.loads(CASE.read_text())
     script = bare_script(settings, env.id, case, args.variant, Path(tempfile.mkdtemp()))
-    bench_redis = redis.Redis.from_url(BENCH_REDIS_URL)
-    bench_redis.flushdb()  # the bench's own database number, never the default one
-    services = [Service("redis", settings.envs_dir, env.id, BENCH_REDIS_URL),
+    prefix = f"tvmrepro-bench-{uuid.uuid4().hex[:12]}:"  # a shared Redis is never flushed
+    services = [Service("redis", settings.envs_dir, env.id, BENCH_REDIS_URL, prefix),
                 Service("embedded", settings.envs_dir, env.id, None)]
     samples: dict[str, list[float]] = {"bare": []}
     try:
@@ -201,7 +204,9 @@ def main() -> None:
     finally:
         for service in services:
             service.stop()
-        bench_redis.flushdb()
+        bench_redis = redis.Redis.from_url(BENCH_REDIS_URL)
+        for key in bench_redis.scan_iter(match=f"{prefix}*"):
+            bench_redis.delete(key)
     bare = statistics.median(samples["bare"])
     print(f"founding case, variant {args.variant}, {env.id}, {args.repeat} runs each "
           f"(medians; service runs bypass the cache)")
