@@ -46,8 +46,6 @@ def test_kill_9_of_a_docker_worker_mid_run(docker_settings: Settings,
         assert done["status"] == "done" and only["result"]["status"] == "ok", dump(done)
         assert only["deliveries"] == 2
         assert only["result"]["isolation"]["runtime"] == "docker"
-        assert f"removed 1 leftover sandbox containers (runs {only['id']})" in stack.logs(
-            tail=100_000)
     finally:
         stack.close()
     assert sandbox_containers(docker_client) == []
