@@ -106,7 +106,7 @@ def test_second_submission_comes_from_the_cache(
     assert len(stack.result_rows(first["id"])) == 4 and stack.result_rows(again["id"]) == []
 
     fresh = stack.submit(founding_body(founding_case, [OLD_ENV], bypass_cache=True))
-    assert fresh["cached_runs"] == 0 and fresh["status"] == "queued"
+    assert fresh["cached_runs"] == 0 and fresh["status"] in ("queued", "running")
     assert stack.wait(fresh["id"])["status"] == "done"
 
 
