@@ -230,9 +230,11 @@ def images() -> None:
               help="Install from these wheels only, with no network (default $TVMREPRO_WHEELHOUSE).")
 @click.option("--base-image", default=None, help="Base image instead of the pinned official one.")
 @click.option("--service", is_flag=True, help="Also build the service's own image.")
+@click.option("--rebuild", is_flag=True, help="Build even the images that are current.")
 @reports_errors
 def images_build(env_ids: tuple[str, ...], everything: bool, device: str | None,
-                 wheelhouse: Path | None, base_image: str | None, service: bool) -> None:
+                 wheelhouse: Path | None, base_image: str | None, service: bool,
+                 rebuild: bool) -> None:
     """Build the environments' images, tagged as images/environments.toml says."""
     from worker.images import build_environment_image, build_service_image
     from worker.runtimes.docker import connect
@@ -246,8 +248,10 @@ def images_build(env_ids: tuple[str, ...], everything: bool, device: str | None,
     for environment in targets:
         click.echo(f"building {environment.image} ({environment.id}) ...", err=True)
         built = build_environment_image(client, settings, environment, wheelhouse, base_image,
-                                        log=lambda line: click.echo(line, err=True))
-        click.echo(f"{built.tag}: {built.image_id[:19]} in {built.seconds:.1f} s", err=True)
+                                        log=lambda line: click.echo(line, err=True),
+                                        rebuild=rebuild)
+        how = f"built in {built.seconds:.1f} s" if built.built else "current (--rebuild to build)"
+        click.echo(f"{built.tag}: {built.image_id[:19]} {how}", err=True)
     if service:
         built = build_service_image(client, settings, wheelhouse, base_image,
                                     log=lambda line: click.echo(line, err=True))

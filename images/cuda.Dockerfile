@@ -21,6 +21,7 @@ RUN if ! command -v python3 >/dev/null; then \
 FROM with-python AS build
 # Space-separated exact requirements, e.g. "apache-tvm==0.27.0.post1 nvidia-cuda-nvrtc==13.0.88 ...".
 ARG PACKAGES
+LABEL tvmrepro.stage="build"
 COPY wheels/ /tmp/wheels/
 # As in images/Dockerfile: complete pins (--no-deps); a wheelhouse makes it offline.
 # hadolint ignore=SC2086
@@ -34,9 +35,11 @@ RUN test -n "${PACKAGES}" || { echo "build argument PACKAGES is required" >&2; e
 FROM with-python
 ARG ENV_ID=""
 ARG PACKAGES
+ARG HARNESS_DIGEST=""
 LABEL org.opencontainers.image.title="tvm-repro pinned TVM environment (CUDA)" \
       tvmrepro.environment="${ENV_ID}" \
-      tvmrepro.packages="${PACKAGES}"
+      tvmrepro.packages="${PACKAGES}" \
+      tvmrepro.harness="${HARNESS_DIGEST}"
 RUN useradd --system --uid 10001 --user-group --no-create-home --home-dir /tmp \
         --shell /usr/sbin/nologin sandbox \
     && mkdir -p /out \

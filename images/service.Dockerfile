@@ -6,6 +6,7 @@
 ARG BASE_IMAGE=python:3.11-slim
 
 FROM ${BASE_IMAGE} AS build
+LABEL tvmrepro.stage="build"
 COPY . /src
 # hadolint ignore=SC2086
 RUN if ls /src/wheels/*.whl >/dev/null 2>&1; then from="--no-index --find-links /src/wheels"; \

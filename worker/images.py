@@ -5,12 +5,16 @@ environment chosen by build arguments: PACKAGES (the exact pins), ENV_ID and,
 when given, BASE_IMAGE. Each build sends a small context made here: the
 recipe, the harness and wheels/, holding the environment's wheels from a
 wheelhouse when one is given (the build then runs with no network at all).
-The image carries its pins as the label `tvmrepro.packages`, so a runtime can
-tell a stale image from a current one.
+The image carries its pins (label `tvmrepro.packages`) and the digest of its
+harness (`tvmrepro.harness`): a runtime refuses an image with other pins, and
+a build of an image that is current is skipped. The build stage (the wheels
+and the venv before it is copied) is removed after each build.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import shutil
 import subprocess
@@ -31,7 +35,11 @@ from tvmrepro.errors import BadInput, RuntimeFault
 from tvmrepro.settings import Settings
 
 PACKAGES_LABEL = "tvmrepro.packages"
+HARNESS_LABEL = "tvmrepro.harness"
 ENVIRONMENT_LABEL = "tvmrepro.environment"
+# The recipes label their build stages so: a stage (the venv, and the wheels it came from)
+# is removed once the image is made, instead of staying behind as a dangling image.
+BUILD_STAGE_FILTER = {"dangling": True, "label": "tvmrepro.stage=build"}
 REPO_DIR = IMAGES_DIR.parent
 # What the service image needs from the checkout (the rest is left out of its context).
 SERVICE_SOURCES = ("pyproject.toml", "README.md", "tvmrepro", "service", "worker", "client",
@@ -47,16 +55,40 @@ SERVICE_BUILD_REQUIREMENTS = ("setuptools>=68", "wheel", "async-timeout>=4.0.3")
 
 @dataclass(frozen=True)
 class Built:
-    """One image built: its tag, id and how long the build took."""
+    """One image built (or found current, `built` False): its tag, id and the build's time."""
 
     tag: str
     image_id: str
     seconds: float
+    built: bool = True
 
 
 def pins_text(env: Environment) -> str:
     """The PACKAGES build argument and label value: the exact requirements, space-separated."""
     return " ".join(env.requirements())
+
+
+def harness_digest() -> str:
+    """A digest of the harness's sources: an image with another one is out of date."""
+    digest = hashlib.sha256()
+    for path in sorted(HARNESS_DIR.rglob("*.py")):
+        digest.update(path.relative_to(HARNESS_DIR).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def current_image(client: Any, env: Environment) -> str | None:
+    """The id of env's image when it carries env's pins and this harness, else None."""
+    import docker.errors
+
+    try:
+        info = client.api.inspect_image(env.image)
+    except docker.errors.ImageNotFound:
+        return None
+    labels = (info.get("Config") or {}).get("Labels") or {}
+    current = (labels.get(PACKAGES_LABEL) == pins_text(env)
+               and labels.get(HARNESS_LABEL) == harness_digest())
+    return str(info["Id"]) if current else None
 
 
 def _wheel_matches(path: Path, pins: dict[NormalizedName, Version]) -> bool:
@@ -132,11 +164,35 @@ def _stream_build(client: Any, context: Path, dockerfile: str, tag: str,
     return image_id
 
 
+def _image_id(client: Any, tag: str) -> str | None:
+    import docker.errors
+
+    try:
+        return str(client.api.inspect_image(tag)["Id"])
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def _remove_leftovers(client: Any, replaced: str | None) -> None:
+    """Remove the build stages, and the image a rebuild replaced (unless a container uses it)."""
+    import docker.errors
+
+    client.api.prune_images(filters=BUILD_STAGE_FILTER)
+    if replaced:
+        with contextlib.suppress(docker.errors.APIError):
+            client.api.remove_image(replaced)
+
+
 def build_environment_image(client: Any, settings: Settings, env: Environment,
                             wheelhouse: Path | None = None, base_image: str | None = None,
-                            log: Callable[[str], None] = lambda line: None) -> Built:
-    """Build and tag the image of one environment (offline when a wheelhouse is given)."""
-    buildargs = {"PACKAGES": pins_text(env), "ENV_ID": env.id,
+                            log: Callable[[str], None] = lambda line: None,
+                            rebuild: bool = False) -> Built:
+    """Build and tag env's image unless it is current (offline when a wheelhouse is given)."""
+    existing = current_image(client, env)
+    if existing and not rebuild:
+        return Built(env.image, existing, 0.0, built=False)
+    previous = _image_id(client, env.image)
+    buildargs = {"PACKAGES": pins_text(env), "ENV_ID": env.id, "HARNESS_DIGEST": harness_digest(),
                  "BASE_IMAGE": base_image or env.base_image}
     started = time.monotonic()
     settings.home.mkdir(parents=True, exist_ok=True)
@@ -144,6 +200,7 @@ def build_environment_image(client: Any, settings: Settings, env: Environment,
         context = environment_context(env, Path(tmp), wheelhouse)
         image_id = _stream_build(client, context, "Dockerfile", env.image, buildargs,
                                  offline=wheelhouse is not None, log=log)
+    _remove_leftovers(client, previous if previous != image_id else None)
     return Built(env.image, image_id, time.monotonic() - started)
 
 
@@ -158,6 +215,7 @@ def build_service_image(client: Any, settings: Settings, wheelhouse: Path | None
         context = service_context(Path(tmp), wheelhouse)
         image_id = _stream_build(client, context, SERVICE_DOCKERFILE, tag, buildargs,
                                  offline=wheelhouse is not None, log=log)
+    _remove_leftovers(client, None)
     return Built(tag, image_id, time.monotonic() - started)
 
 

@@ -13,7 +13,7 @@ from client.cli import main
 from tests.conftest import NEW_ENV, OLD_ENV, REPO
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
-from worker.images import PACKAGES_LABEL, Built, pins_text, wheels_for
+from worker.images import PACKAGES_LABEL, Built, harness_digest, pins_text, wheels_for
 
 DOCKERFILES = ["images/Dockerfile", "images/cuda.Dockerfile", "images/service.Dockerfile"]
 
@@ -36,16 +36,23 @@ def test_images_carry_their_pins_and_the_harness(built_images: dict[str, Built],
 
 
 @pytest.mark.docker
-def test_images_build_reuses_the_cache_and_names_missing_wheels(
+def test_a_current_image_is_kept_and_nothing_is_left_dangling(
         built_images: dict[str, Built], docker_settings, docker_client: docker.DockerClient,
         base_image: str, wheelhouse: Path, tmp_path: Path) -> None:
-    from worker.images import build_environment_image
+    from worker.images import BUILD_STAGE_FILTER, HARNESS_LABEL, build_environment_image
 
     env = default_catalog().get(NEW_ENV)
+    assert all(b.built for b in built_images.values())
+    labels = docker_client.api.inspect_image(env.image)["Config"]["Labels"]
+    assert labels[HARNESS_LABEL] == harness_digest()
+    # The build stages (wheels and venv, some 700 MB each) went with their builds.
+    assert docker_client.api.images(filters=BUILD_STAGE_FILTER) == []
     again = build_environment_image(docker_client, docker_settings, env, wheelhouse, base_image)
-    assert again.image_id == built_images[NEW_ENV].image_id
+    assert (again.built, again.image_id) == (False, built_images[NEW_ENV].image_id)
+    # A rebuild needs the wheels again, and says which are missing.
     with pytest.raises(BadInput, match="apache-tvm==0.27.0.post1"):
-        build_environment_image(docker_client, docker_settings, env, tmp_path, base_image)
+        build_environment_image(docker_client, docker_settings, env, tmp_path, base_image,
+                                rebuild=True)
 
 
 def test_wheels_for_picks_exactly_the_pins(tmp_path: Path) -> None:
