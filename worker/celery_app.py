@@ -136,12 +136,12 @@ def broker_ping(app: Celery, timeout_s: float = BROKER_PING_S) -> None:
 
 
 def queue_length(app: Celery, env_id: str) -> int:
-    """How many messages wait on an environment's queue (0 when the broker lost the queue)."""
+    """How many messages wait on an environment's queue (0 also when the broker lost it)."""
     with app.connection_for_read(connect_timeout=BROKER_PING_S) as conn:
         # Fail fast when the broker is away: the caller may be the worker's event loop.
         conn.ensure_connection(max_retries=0, timeout=BROKER_PING_S)
-        try:
-            declared = conn.default_channel.queue_declare(queue=queue_name(env_id), passive=True)
-        except conn.channel_errors:
-            return 0
+        # Not passive: kombu's passive check misses queues under a global key prefix. For
+        # kombu's virtual transports (Redis, SQL) declaring only counts; it binds nothing.
+        declared = conn.default_channel.queue_declare(queue=queue_name(env_id), durable=True,
+                                                      auto_delete=False)
         return int(declared.message_count)

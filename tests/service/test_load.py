@@ -53,6 +53,8 @@ def test_fifty_jobs_at_once(stack: Stack, founding_case: dict[str, Any]) -> None
         assert run["variant"] == bodies[n]["case"]["variants"][0]["name"]
         assert run["result"]["status"] == ("error" if run["variant"] == "fusetir-once" else "ok")
     assert counts(stack) == {"jobs": JOBS, "runs": JOBS, "results": JOBS}
+    # Nothing was lost, so the recovery sweep published nothing again.
+    assert "lost runs again" not in stack.logs(tail=1_000_000)
 
 
 def test_past_the_queue_cap_429_and_nothing_half_stored(stack: Stack,

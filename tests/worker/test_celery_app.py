@@ -1,0 +1,54 @@
+"""The Celery app against the real brokers: queue lengths, broker ping, the Redis transport."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from celery import Celery
+
+from tests.service.conftest import REDIS_URL, delete_prefixed
+from tests.service.stack import free_port
+from tvmrepro.settings import Settings
+from worker.celery_app import broker_ping, make_celery, publish_run, queue_length
+
+
+@pytest.fixture(params=("embedded", "redis"))
+def app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Celery]:
+    """An app on the embedded broker, or on Redis under a key prefix of its own."""
+    environ = {"TVMREPRO_HOME": str(tmp_path)}
+    prefix = f"tvmrepro-test-{uuid.uuid4().hex[:12]}:"
+    if request.param == "redis":
+        environ.update(REDIS_URL=REDIS_URL, TVMREPRO_REDIS_PREFIX=prefix)
+    yield make_celery(Settings.from_env(environ))
+    if request.param == "redis":
+        delete_prefixed(REDIS_URL, prefix)
+
+
+def test_queue_length_counts_what_waits(app: Celery) -> None:
+    assert queue_length(app, "tvm-x-cpu") == 0
+    for run_id in ("a", "b", "c"):
+        publish_run(app, run_id, "tvm-x-cpu")
+    assert queue_length(app, "tvm-x-cpu") == 3
+    assert queue_length(app, "tvm-y-cpu") == 0  # one queue per environment
+
+
+def test_redis_uses_the_ack_tolerant_transport(tmp_path: Path) -> None:
+    app = make_celery(Settings.from_env({"TVMREPRO_HOME": str(tmp_path), "REDIS_URL": REDIS_URL}))
+    with app.connection_for_write() as conn:
+        assert type(conn.transport).__name__ == "RedisTransport"
+    assert app.conf.task_acks_late and app.conf.task_reject_on_worker_lost
+    assert app.conf.worker_prefetch_multiplier == 1
+    assert app.conf.broker_transport_options["visibility_timeout"] > 1800
+
+
+def test_broker_ping_fails_fast_when_nobody_listens(tmp_path: Path) -> None:
+    nobody = f"redis://127.0.0.1:{free_port()}/0"
+    app = make_celery(Settings.from_env({"TVMREPRO_HOME": str(tmp_path), "REDIS_URL": nobody}))
+    started = time.monotonic()
+    with pytest.raises(Exception, match="onnect"):
+        broker_ping(app)
+    assert time.monotonic() - started < 5
