@@ -16,6 +16,7 @@ from tvmrepro.environments import Environment
 from tvmrepro.errors import RuntimeFault
 from tvmrepro.results import Result
 from tvmrepro.settings import Settings
+from worker.images import harness_digest
 from worker.runner import harness_case, run_variant
 from worker.runtimes.base import SandboxJob
 from worker.runtimes.docker import JOB_LABEL, RUN_LABEL, DockerRuntime
@@ -58,6 +59,7 @@ def test_founding_case_matches_the_local_runtime(docker_runtime: DockerRuntime,
     assert [p.name for p in once[0].passes] == ["FuseTIR", "LambdaLift", "AllocateWorkspace"]
     assert {r.tvm["version"] for r in in_docker if r.tvm} == {"0.25.0", "0.27.0.post1"}
     assert all(r.isolation["runtime"] == "docker" for r in in_docker)
+    assert {r.isolation["harness"] for r in in_docker} == {harness_digest()}
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))

@@ -32,7 +32,7 @@ from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
 from tvmrepro.environments import Environment
 from tvmrepro.errors import RuntimeFault
 from tvmrepro.settings import Settings
-from worker.images import PACKAGES_LABEL, pins_text
+from worker.images import HARNESS_LABEL, PACKAGES_LABEL, pins_text
 from worker.runtimes.base import Execution, SandboxJob, signal_name
 from worker.runtimes.local import sandbox_environ
 from worker.runtimes.owner import process_token, token_alive
@@ -185,6 +185,7 @@ class DockerRuntime:
         self.client = client or connect(settings)
         self.owner = process_token()
         self._images: dict[str, str] = {}
+        self._harness: dict[str, str | None] = {}  # image id -> its harness digest label
         self.swept = self.sweep()
 
     def sweep(self) -> list[str]:
@@ -234,6 +235,7 @@ class DockerRuntime:
         if labels.get(PACKAGES_LABEL) != pins_text(env):
             raise RuntimeFault(f"image {env.image} does not carry the pins of {env.id}; {hint}")
         self._images[env.id] = info["Id"]
+        self._harness[info["Id"]] = labels.get(HARNESS_LABEL)
         return str(info["Id"])
 
     def _command(self, job: SandboxJob) -> list[str]:
@@ -328,7 +330,8 @@ class DockerRuntime:
 
     def _isolation(self, job: SandboxJob, image_id: str) -> dict[str, Any]:
         return {"runtime": "docker", "sandbox": "container", "network": "none",
-                "image": job.env.image, "image_id": image_id, "user": SANDBOX_USER,
+                "image": job.env.image, "image_id": image_id,
+                "harness": self._harness.get(image_id), "user": SANDBOX_USER,
                 "read_only_root": True, "memory_mb": job.memory_mb, "timeout_s": job.timeout_s,
                 "pids": self.settings.sandbox_pids, "cpus": self.settings.sandbox_cpus,
                 "gpu": job.env.device == "cuda"}
