@@ -2,8 +2,10 @@
 
 Every `reconcile_interval_s` the sweep records a heartbeat for the worker and
 looks, in the job store, at the unfinished runs of the environments it serves:
-- a waiting run whose queue is empty on the broker (a Redis restarted without
-  persistence), or that has waited `requeue_after_s` since it was published;
+- a waiting run whose queue is empty on the broker in two sweeps running (a
+  Redis restarted without persistence; one sweep could fall between a message's
+  delivery and its claim), or that has waited `requeue_after_s` since it was
+  published;
 - a running run whose claimer is provably dead (a process of this host that is
   gone; after HANDBACK_S, since Celery hands back the message of a pool process
   that died by itself) or silent past its own time limit plus `claim_grace_s`
@@ -39,14 +41,20 @@ class Sweeper:
         self.app, self.settings, self.environments = app, settings, environments
         self.worker_id = process_id()
         self.gone_since: dict[str, float] = {}  # "run/claimer" -> when it was first seen dead
+        self.unqueued: set[str] = set()  # waiting runs the last sweep found no message for
         # No pool: the main process forks pool processes, which must inherit no connection.
         self.store = Store(settings.store_url, pooled=False)
 
-    def _waiting_lost(self, row: dict[str, Any], empty: set[str], now: float) -> bool:
+    def _waiting_lost(self, row: dict[str, Any], empty: set[str], now: float,
+                      unqueued: set[str]) -> bool:
         published = row["published_at"] or 0.0
         if published > now - SETTLE_S:
             return False
-        return row["environment"] in empty or published < now - self.settings.requeue_after_s
+        if row["environment"] in empty:
+            unqueued.add(row["id"])
+            if row["id"] in self.unqueued:
+                return True
+        return published < now - self.settings.requeue_after_s
 
     def _running_lost(self, row: dict[str, Any], now: float) -> bool:
         published, claimed = row["published_at"] or 0.0, row["claimed_at"] or 0.0
@@ -67,11 +75,14 @@ class Sweeper:
         self.gone_since = {k: v for k, v in self.gone_since.items() if k in claims}
         waiting_envs = {r["environment"] for r in rows if r["state"] == RunState.QUEUED}
         empty = {env for env in waiting_envs if queue_length(self.app, env) == 0}
-        lost = []
+        lost: list[tuple[str, str]] = []
+        unqueued: set[str] = set()
         for row in rows:
-            if (row["state"] == RunState.QUEUED and self._waiting_lost(row, empty, now)) or (
-                    row["state"] == RunState.RUNNING and self._running_lost(row, now)):
+            waiting, running = row["state"] == RunState.QUEUED, row["state"] == RunState.RUNNING
+            if ((waiting and self._waiting_lost(row, empty, now, unqueued))
+                    or (running and self._running_lost(row, now))):
                 lost.append((row["id"], row["environment"]))
+        self.unqueued = unqueued - {run_id for run_id, _ in lost}
         return lost
 
     def tick(self) -> None:
