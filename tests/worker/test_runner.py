@@ -89,3 +89,9 @@ def test_old_target_strings_are_ported(tvm_envs: dict[str, Environment], setting
     result = run_variant(parse_case({"script": script}), "script", tvm_envs[NEW_ENV], LocalRuntime(settings))
     assert result.status == "ok", result.log.stderr[-2000:]
     assert result.rewrites == ["target-string-to-dict"]
+
+
+def test_reports_may_import_tvm_testing(tvm_envs: dict[str, Environment], settings: Settings) -> None:
+    script = "import numpy as np, tvm.testing\ntvm.testing.assert_allclose(np.ones(3), np.ones(3))\n"
+    result = run_variant(parse_case({"script": script}), "script", tvm_envs[OLD_ENV], LocalRuntime(settings))
+    assert result.status == "ok", result.log.stderr[-2000:]
