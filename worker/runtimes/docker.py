@@ -33,7 +33,7 @@ from tvmrepro.environments import Environment
 from tvmrepro.errors import RuntimeFault
 from tvmrepro.settings import Settings
 from worker.images import HARNESS_LABEL, PACKAGES_LABEL, pins_text
-from worker.runtimes.base import Execution, SandboxJob, signal_name
+from worker.runtimes.base import Execution, SandboxJob, parse_events, signal_name
 from worker.runtimes.local import sandbox_environ
 from worker.runtimes.owner import process_token, token_alive
 
@@ -129,19 +129,6 @@ class _ChunkReader(io.RawIOBase):
         size = min(len(buffer), len(self.pending))
         buffer[:size], self.pending = self.pending[:size], self.pending[size:]
         return size
-
-
-def parse_events(data: bytes) -> list[dict[str, Any]]:
-    """JSON lines into events; a torn last line (the process was killed mid-write) is dropped."""
-    events = []
-    for line in data.decode(errors="replace").splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict) and "event" in event:
-            events.append(event)
-    return events
 
 
 class _OutputReader(threading.Thread):
