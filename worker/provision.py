@@ -27,8 +27,8 @@ from tvmrepro.errors import ProvisionError
 from tvmrepro.settings import Settings
 
 FINGERPRINT = "fingerprint.json"
-# Run inside the new environment: what TVM it really has.
-_PROBE = """
+# Run inside an environment (a local one, or an image): what TVM it really has.
+TVM_FACTS_PROBE = """
 import json, sys, tvm, tvm.relax
 names = set()
 for mod in ("relax", "tirx", "tir"):
@@ -98,7 +98,7 @@ def _uv(args: list[str], settings: Settings) -> None:
 
 
 def _probe(python: Path) -> dict[str, Any]:
-    proc = subprocess.run([str(python), "-c", _PROBE], capture_output=True, text=True,
+    proc = subprocess.run([str(python), "-c", TVM_FACTS_PROBE], capture_output=True, text=True,
                           check=False, env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"})
     if proc.returncode != 0:
         raise ProvisionError(f"TVM does not import with these pins:\n{proc.stderr.strip()[-4000:]}")

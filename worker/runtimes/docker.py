@@ -325,14 +325,14 @@ class DockerRuntime:
 
     def fingerprint(self, env: Environment) -> dict[str, Any]:
         """What the TVM of env's image has (as a provisioned environment's fingerprint says)."""
-        from worker.provision import _PROBE  # the same probe as for local environments
+        from worker.provision import TVM_FACTS_PROBE
 
         job = SandboxJob(f"fingerprint-{env.id}-{time.time_ns()}", "fingerprint", env,
                          {"timeout_s": FINGERPRINT_TIMEOUT_S, "memory_mb": FINGERPRINT_MEMORY_MB},
                          "fingerprint")
         container_id = ""
         try:
-            container_id = self._create(job, ["python3", "-c", _PROBE])
+            container_id = self._create(job, ["python3", "-c", TVM_FACTS_PROBE])
             self.client.api.start(container_id)
             exited = self._wait(container_id, job.timeout_s)
             output = self.client.api.logs(container_id, stdout=True, stderr=not exited)
