@@ -16,6 +16,7 @@ from celery import Celery
 from kombu.transport import redis as redis_transport
 from kombu.transport import sqlalchemy as sqla_transport
 from kombu.transport import virtual
+from sqlalchemy.exc import IntegrityError
 
 from tvmrepro.settings import Settings
 
@@ -31,9 +32,21 @@ WORKER_LOST_WAIT_S = 2.0
 PUBLISH_RETRY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.5, "interval_max": 2}
 
 
-class EmbeddedTransport(sqla_transport.Transport):
-    """kombu's SQLAlchemy transport, polling more often."""
+class _EmbeddedChannel(sqla_transport.Channel):
+    def _get_or_create(self, queue: str) -> Any:
+        # kombu looks for the queue's row, then inserts it: two processes (the API
+        # publishing, a worker declaring) can both insert, and the second one fails.
+        try:
+            return super()._get_or_create(queue)
+        except IntegrityError:
+            self.session.rollback()
+            return super()._get_or_create(queue)
 
+
+class EmbeddedTransport(sqla_transport.Transport):
+    """kombu's SQLAlchemy transport, polling more often, safe when processes race."""
+
+    Channel = _EmbeddedChannel
     polling_interval = EMBEDDED_POLLING_S
 
 

@@ -52,3 +52,27 @@ def test_broker_ping_fails_fast_when_nobody_listens(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="onnect"):
         broker_ping(app)
     assert time.monotonic() - started < 5
+
+
+def _publish_once(home: str, start: float) -> str:
+    """In a fresh process: wait for `start`, then publish to a queue nobody made yet."""
+    app = make_celery(Settings.from_env({"TVMREPRO_HOME": home}))
+    time.sleep(max(0.0, start - time.time()))
+    try:
+        publish_run(app, "r", "tvm-race-cpu")
+        return "ok"
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"[:200]
+
+
+def test_processes_racing_to_make_an_embedded_queue_all_publish(tmp_path: Path) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    broker = make_celery(Settings.from_env({"TVMREPRO_HOME": str(tmp_path)}))
+    assert queue_length(broker, "tvm-other-cpu") == 0  # the broker's tables exist
+    start = time.time() + 2.0
+    with ProcessPoolExecutor(8, mp_context=get_context("spawn")) as pool:
+        outcomes = list(pool.map(_publish_once, [str(tmp_path)] * 8, [start] * 8))
+    assert outcomes == ["ok"] * 8
+    assert queue_length(broker, "tvm-race-cpu") == 8
