@@ -111,26 +111,44 @@ def provision(settings: Settings, env: Environment) -> dict[str, Any]:
     existing = read_fingerprint(settings, env)
     if existing:
         return existing
-    target = env_dir(settings, env)
     with _locked(settings.envs_dir / f".{env.id}.lock"):
         existing = read_fingerprint(settings, env)
         if existing:  # another process made it while we waited for the lock
             return existing
         staging = Path(tempfile.mkdtemp(prefix=f".{env.id}.", dir=settings.envs_dir))
         try:
-            _uv(["venv", "--quiet", "--python", base_interpreter(env.python), str(staging)], settings)
-            # uv's venv points at its own path; build in place of the final name is not
-            # possible atomically, so build under staging and fix nothing: a venv's
-            # python finds its site-packages relative to itself.
-            _uv(["pip", "install", "--quiet", "--python", str(staging / "bin" / "python"),
-                 "--no-deps", *env.requirements()], settings)
-            facts = _probe(staging / "bin" / "python")
-            fingerprint = {"id": env.id, "packages": env.packages, **facts}
-            (staging / FINGERPRINT).write_text(json.dumps(fingerprint, indent=2))
-            os.chmod(staging, 0o755)
-            if target.exists():
-                shutil.rmtree(target)
-            staging.rename(target)
-        finally:
+            fingerprint = _build(settings, env, staging)
+            _publish(env_dir(settings, env), staging)
+        except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
+            raise
     return fingerprint
+
+
+def _build(settings: Settings, env: Environment, venv: Path) -> dict[str, Any]:
+    """Install exactly the pins into a new virtual environment and record what TVM it has."""
+    # A venv's python finds its site-packages relative to itself, so it may be built
+    # under one name and published under another.
+    _uv(["venv", "--quiet", "--python", base_interpreter(env.python), str(venv)], settings)
+    _uv(["pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
+         "--no-deps", *env.requirements()], settings)
+    fingerprint = {"id": env.id, "packages": env.packages, **_probe(venv / "bin" / "python")}
+    (venv / FINGERPRINT).write_text(json.dumps(fingerprint, indent=2))
+    os.chmod(venv, 0o755)
+    return fingerprint
+
+
+def _publish(target: Path, built: Path) -> None:
+    """Point `target` at the new build in one atomic step; readers never see it missing.
+
+    `target` is a symbolic link to the build's directory. A sandbox started from the
+    old build keeps its own mount of it; old builds go when the next one is published.
+    """
+    link = built.with_name(built.name + ".link")
+    link.symlink_to(built.name)
+    if target.is_dir() and not target.is_symlink():  # a layout without links: replace it
+        shutil.rmtree(target)
+    previous = os.readlink(target) if target.is_symlink() else None
+    os.replace(link, target)
+    if previous and previous != built.name:
+        shutil.rmtree(target.parent / previous, ignore_errors=True)

@@ -56,7 +56,10 @@ def test_two_provisions_at_once_make_one_working_environment(tvm_envs: dict, set
     assert [rc for rc, _ in outcomes] == [0, 0], outcomes
     envs_dir = home / "envs"
     assert sorted(p.name for p in envs_dir.iterdir() if not p.name.startswith(".")) == [NEW_ENV]
-    assert not [p for p in envs_dir.iterdir() if p.name.startswith(f".{NEW_ENV}.") and p.is_dir()]
+    builds = [p for p in envs_dir.iterdir() if p.name.startswith(f".{NEW_ENV}.") and p.is_dir()
+              and not p.is_symlink()]
+    assert len(builds) == 1  # the loser of the race built nothing
+    assert (envs_dir / NEW_ENV).resolve() == builds[0].resolve()
     listing = subprocess.run([cli, "env", "list", "--json"], env=env, capture_output=True, text=True)
     rows = {r["id"]: r for r in json.loads(listing.stdout)["environments"]}
     assert rows[NEW_ENV]["provisioned"] is True
@@ -68,3 +71,17 @@ def test_changed_pins_make_the_environment_stale(tvm_envs: dict[str, Environment
     env = tvm_envs[NEW_ENV]
     repinned = Environment(**{**env.__dict__, "packages": {**env.packages, "numpy": "0.0.1"}})
     assert read_fingerprint(settings, repinned) is None
+
+
+def test_a_changed_pin_republishes_without_a_gap(tvm_envs: dict, settings: Settings,
+                                                tmp_path: Path) -> None:
+    home = fresh_home(tmp_path, settings)
+    fresh = Settings.from_env({"TVMREPRO_HOME": str(home)})
+    env = tvm_envs[NEW_ENV]
+    provision(fresh, env)
+    first = (home / "envs" / NEW_ENV).resolve()
+    repinned = Environment(**{**env.__dict__, "packages": {**env.packages, "pytest": "9.1.0"}})
+    assert provision(fresh, repinned)["packages"]["pytest"] == "9.1.0"
+    second = (home / "envs" / NEW_ENV).resolve()
+    assert second != first and not first.exists()  # the old build is gone, the link moved
+    assert read_fingerprint(fresh, repinned) is not None and read_fingerprint(fresh, env) is None
