@@ -57,23 +57,15 @@ def test_a_current_image_is_kept_and_nothing_is_left_dangling(
 
 def test_wheels_for_picks_exactly_the_pins(tmp_path: Path) -> None:
     env = default_catalog().get(OLD_ENV)
-    for name in ("apache_tvm-0.25.0-py3-none-manylinux_2_28_x86_64.whl",
-                 "apache_tvm-0.27.0.post1-py3-none-manylinux_2_28_x86_64.whl",
-                 "apache_tvm_ffi-0.1.12-cp311-cp311-manylinux_2_28_x86_64.whl",
-                 "numpy-2.4.6-cp311-cp311-manylinux_2_28_x86_64.whl"):
+    wheel = {name: f"{name.replace('-', '_')}-{pin}-py3-none-any.whl" for name, pin in env.packages.items()}
+    decoy = "apache_tvm-99.0.0-py3-none-manylinux_2_28_x86_64.whl"  # another release: never chosen
+    for name in [decoy, *(w for n, w in wheel.items() if n != "ml-dtypes")]:
         (tmp_path / name).write_bytes(b"")
-    with pytest.raises(BadInput, match="ml-dtypes==0.6.0") as missing:
+    with pytest.raises(BadInput, match=f"ml-dtypes=={env.packages['ml-dtypes']}") as missing:
         wheels_for(env, tmp_path)
     assert "numpy" not in str(missing.value)
-    for name in ("ml_dtypes-0.6.0-cp311-cp311-manylinux_2_28_x86_64.whl",
-                 "typing_extensions-4.16.0-py3-none-any.whl"):
-        (tmp_path / name).write_bytes(b"")
-    chosen = sorted(p.name for p in wheels_for(env, tmp_path))
-    assert chosen == ["apache_tvm-0.25.0-py3-none-manylinux_2_28_x86_64.whl",
-                      "apache_tvm_ffi-0.1.12-cp311-cp311-manylinux_2_28_x86_64.whl",
-                      "ml_dtypes-0.6.0-cp311-cp311-manylinux_2_28_x86_64.whl",
-                      "numpy-2.4.6-cp311-cp311-manylinux_2_28_x86_64.whl",
-                      "typing_extensions-4.16.0-py3-none-any.whl"]
+    (tmp_path / wheel["ml-dtypes"]).write_bytes(b"")
+    assert sorted(p.name for p in wheels_for(env, tmp_path)) == sorted(wheel.values())
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES)
