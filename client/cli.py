@@ -60,6 +60,7 @@ def env_list(as_json: bool) -> None:
         fingerprint = read_fingerprint(settings, environment)
         rows.append({"id": environment.id, "tvm": environment.release, "device": environment.device,
                      "image": environment.image, "packages": environment.packages,
+                     "verified": environment.verified,
                      "provisioned": fingerprint is not None})
     if as_json:
         print_json({"environments": rows})

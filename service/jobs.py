@@ -27,7 +27,7 @@ from service.models import (
     RunView,
 )
 from service.store import RunState, Store
-from tvmrepro.cases import Case, check_pass_names, parse_case
+from tvmrepro.cases import Case, bad_input, check_pass_names, parse_case
 from tvmrepro.environments import Catalog, Environment, default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.settings import Settings
@@ -62,14 +62,6 @@ def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat()
 
 
-def field_path(loc: tuple[int | str, ...]) -> str:
-    """('variants', 0, 'name') -> 'variants[0].name'."""
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
 def _prefixed(exc: BadInput, prefix: str) -> BadInput:
     # parse_case names the whole case "case" already; its parts get the prefix.
     if not exc.field or exc.field == prefix:
@@ -100,9 +92,7 @@ class JobService:
         try:
             return JobRequest.model_validate(body)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = tuple(p for p in err["loc"] if p not in ("list[str]", "literal['all']"))
-            raise BadInput(field_path(loc) or "body", err["msg"]) from exc
+            raise bad_input(exc, "body") from exc
 
     def _environments(self, chosen: list[str] | str) -> list[Environment]:
         if chosen == "all":

@@ -97,11 +97,6 @@ class Case(BaseModel):
         return self
 
     @property
-    def is_script(self) -> bool:
-        """True for a script-mode case."""
-        return self.script is not None
-
-    @property
     def variant_names(self) -> list[str]:
         """The names of the runs one environment makes of this case."""
         return [SCRIPT_VARIANT] if self.variants is None else [v.name for v in self.variants]
@@ -125,6 +120,15 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
     return out
 
 
+def bad_input(exc: ValidationError, default_field: str) -> BadInput:
+    """The first validation error as BadInput naming its field, e.g. 'variants[1].passes[0]'."""
+    err = exc.errors()[0]
+    # pydantic puts validator and union-member names ("list[str]", "function-after[...]")
+    # into the location; field names never hold a "[".
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))
+    return BadInput(_field_path(loc) or default_field, err["msg"].removeprefix("Value error, "))
+
+
 def parse_case(data: Any) -> Case:
     """Validate a decoded JSON value as a Case; BadInput names the first wrong field."""
     if not isinstance(data, dict):
@@ -132,11 +136,7 @@ def parse_case(data: Any) -> Case:
     try:
         return Case.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = tuple(p for p in err["loc"] if p not in ("function-after[_names_to_specs(), list[PassSpec]]",))
-        field = _field_path(loc) or "case"
-        msg = err["msg"].removeprefix("Value error, ")
-        raise BadInput(field, msg) from exc
+        raise bad_input(exc, "case") from exc
 
 
 def load_case_file(path: Path) -> Case:

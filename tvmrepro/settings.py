@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_HOME = Path.home() / ".cache" / "tvmrepro"
@@ -65,7 +65,6 @@ class Settings:
     reconcile_interval_s: float = RECONCILE_INTERVAL_S
     requeue_after_s: float = REQUEUE_AFTER_S
     claim_grace_s: float = CLAIM_GRACE_S
-    extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:

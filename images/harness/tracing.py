@@ -97,7 +97,6 @@ class Tracer:
         self.pass_count = 0
         self.depth = 0
         self.build_depth = 0
-        self.passes: list[dict[str, Any]] = []
         self._pass_started = 0.0
 
     def enter(self, stage: str) -> None:
@@ -134,7 +133,6 @@ class Tracer:
                 "ir": module_text(mod),
             }
             self.pass_count += 1
-            self.passes.append(record)
             self.sink.emit("pass", **record)
             self.leave(self.stage)
 

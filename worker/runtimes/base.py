@@ -12,6 +12,7 @@ from typing import IO, Any, Protocol
 from tvmrepro.environments import Environment
 
 HARNESS_TIMEOUT_GRACE_S = 5
+FILE_SIZE_CAP = 512 << 20  # largest file a run may write (RLIMIT_FSIZE / ulimit fsize)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from tvmrepro.environments import Environment
 from tvmrepro.errors import RuntimeFault
 from tvmrepro.settings import Settings
 from worker.images import HARNESS_LABEL, PACKAGES_LABEL, pins_text
-from worker.runtimes.base import Execution, SandboxJob, parse_events, signal_name
+from worker.runtimes.base import FILE_SIZE_CAP, Execution, SandboxJob, parse_events, signal_name
 from worker.runtimes.local import sandbox_environ
 from worker.runtimes.owner import process_token, token_alive
 
@@ -44,7 +44,6 @@ OUT_DIR, SCRATCH_DIR = "/out", "/tmp"
 CASE_FILE, EVENTS_FILE = f"{OUT_DIR}/case.json", f"{OUT_DIR}/events.jsonl"
 HARNESS_PATH = "/opt/harness"
 TMPFS_MAX_MB = 1024
-FILE_SIZE_CAP = 512 << 20  # per file; also bounds events.jsonl on the /out volume
 OPEN_FILES_CAP = 4096
 EVENTS_READ_CAP = 64 << 20  # what is read back of events.jsonl
 CONTAINER_LOG_CAP = "1m"  # the engine's own copy of the output (docker logs), per container
@@ -92,6 +91,7 @@ def sandbox_host_config(client: docker.DockerClient, job: SandboxJob,
         memswap_limit=memory,  # equal: no swap on top of the limit
         nano_cpus=int(settings.sandbox_cpus * 1e9),
         init=True,  # reaps orphans; the harness's exit status (128+N for a signal) is ours
+        # fsize also bounds events.jsonl on the /out volume.
         ulimits=[Ulimit(name="fsize", soft=FILE_SIZE_CAP, hard=FILE_SIZE_CAP),
                  Ulimit(name="nofile", soft=OPEN_FILES_CAP, hard=OPEN_FILES_CAP),
                  Ulimit(name="core", soft=0, hard=0)],

@@ -29,6 +29,7 @@ from tvmrepro.errors import RuntimeFault
 from tvmrepro.settings import Settings
 from worker.provision import env_dir, read_fingerprint
 from worker.runtimes.base import (
+    FILE_SIZE_CAP,
     HARNESS_TIMEOUT_GRACE_S,
     CappedReader,
     Execution,
@@ -39,7 +40,6 @@ from worker.runtimes.base import (
 
 SANDBOX_UID_RANGE = (200_000, 260_000)  # fresh uid per run: RLIMIT_NPROC counts per uid
 TMPFS_MAX_MB = 1024
-FILE_SIZE_CAP = 512 << 20
 OPEN_FILES_CAP = 4096
 # Inside the sandbox: where the environment, the harness and the work dir appear.
 ENV_MOUNT, HARNESS_MOUNT, WORK_MOUNT, IN_MOUNT = "/mnt/env", "/mnt/harness", "/mnt/work", "/mnt/in"
@@ -140,12 +140,13 @@ class LocalRuntime:
         (rundir / "in").mkdir(parents=True)
         (rundir / "work").mkdir()
         (rundir / "in" / "case.json").write_text(json.dumps(job.case))
+        # Readable by the sandbox's uid; only work/ is its to write.
         os.chmod(rundir, 0o755)
-        for sub in ("in", "in/case.json"):
-            os.chmod(rundir / sub, 0o755 if sub == "in" else 0o644)
+        os.chmod(rundir / "in", 0o755)
+        os.chmod(rundir / "in" / "case.json", 0o644)
         if self.bwrap:
             os.chown(rundir / "work", uid, uid)
-        if not self.bwrap:  # without a PYTHONPATH mount, the harness is found next to the case
+        else:  # without a PYTHONPATH mount, the harness is found next to the case
             shutil.copytree(HARNESS_DIR, rundir / "in" / "harness",
                             ignore=shutil.ignore_patterns("__pycache__"))
         return rundir
