@@ -154,6 +154,16 @@ def run(case_file: Path, env_ids: tuple[str, ...], variant_names: tuple[str, ...
         print_runs(runs, title=case.title or case_file.name)
 
 
+def _service_settings() -> Settings:
+    """Settings for a process of the service, with its home and store made (or one clear error)."""
+    from service.store import open_store
+
+    settings = Settings.from_env()
+    settings.ensure_home()
+    open_store(settings.store_url)
+    return settings
+
+
 @main.command("serve")
 @click.option("--host", default=None, help="Address to bind (default 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Port (default 8000).")
@@ -162,7 +172,7 @@ def serve_command(host: str | None, port: int | None) -> None:
     """Serve the HTTP API (gunicorn); workers run separately (tvmrepro worker)."""
     from service.server import serve
 
-    serve(Settings.from_env(), host, port)
+    serve(_service_settings(), host, port)
 
 
 @main.command("worker")
@@ -176,7 +186,7 @@ def worker_command(env_ids: tuple[str, ...], concurrency: int | None, loglevel: 
     from worker.process import run_worker
 
     envs = [default_catalog().get(i, "--env") for i in env_ids]
-    run_worker(Settings.from_env(), envs, concurrency, loglevel)
+    run_worker(_service_settings(), envs, concurrency, loglevel)
 
 
 @main.command("up")
@@ -190,7 +200,7 @@ def up_command(port: int | None, host: str | None, env_ids: tuple[str, ...]) -> 
     """The API and a worker in one command (no Redis needed: embedded broker and SQLite)."""
     from client.up import default_environments, up
 
-    settings = Settings.from_env()
+    settings = _service_settings()
     envs = [default_catalog().get(i, "--env") for i in env_ids] or default_environments(settings)
     click.echo(f"tvm-repro on http://{host or settings.host}:{port or settings.port} "
                f"(worker for {', '.join(e.id for e in envs)})", err=True)

@@ -38,5 +38,5 @@ def print_runs(runs: list[dict[str, Any]], title: str | None = None) -> None:
 
 
 def error_console() -> Console:
-    """Where messages for people go."""
-    return Console(stderr=True)
+    """Where messages for people go (an error stays one line: grep and logs read it whole)."""
+    return Console(stderr=True, soft_wrap=True)

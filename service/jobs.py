@@ -26,7 +26,7 @@ from service.models import (
     JobView,
     RunView,
 )
-from service.store import RunState, Store
+from service.store import RunState, Store, open_store
 from tvmrepro.cases import Case, bad_input, check_pass_names, parse_case
 from tvmrepro.environments import Catalog, Environment, default_catalog
 from tvmrepro.errors import BadInput
@@ -80,8 +80,7 @@ class JobService:
     @classmethod
     def open(cls, settings: Settings) -> JobService:
         """Connect to the store (creating its tables) and the broker of these settings."""
-        store = Store(settings.store_url)
-        store.create_schema()
+        store = open_store(settings.store_url)
         return cls(settings, store, make_celery(settings))
 
     # Submission ---------------------------------------------------------------

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -66,6 +67,13 @@ class Claim:
 
 
 def _sqlite_engine(url: str, pooled: bool) -> Engine:
+    database = sa.engine.make_url(url).database
+    if database and database != ":memory:":
+        # SQLite creates the file but not its directory: a fresh home has none yet.
+        try:
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ReproError(f"cannot create the store's directory for {database}: {exc.strerror}") from exc
     extra: dict[str, Any] = {} if pooled else {"poolclass": NullPool}
     engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_S,
                                                  "check_same_thread": False}, **extra)
@@ -97,6 +105,18 @@ def make_engine(url: str, pooled: bool = True) -> Engine:
     if not pooled:
         return sa.create_engine(url, poolclass=NullPool)
     return sa.create_engine(url, pool_pre_ping=True)
+
+
+def open_store(url: str, pooled: bool = True) -> Store:
+    """A store with its schema made; an unreachable or unwritable database is one ReproError."""
+    store = Store(url, pooled)
+    try:
+        store.create_schema()
+    except sa.exc.SQLAlchemyError as exc:
+        where = sa.engine.make_url(url).render_as_string(hide_password=True)
+        reason = getattr(exc, "orig", None) or exc
+        raise ReproError(f"cannot open the job store {where}: {reason}") from exc
+    return store
 
 
 class Store:

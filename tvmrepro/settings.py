@@ -99,6 +99,16 @@ class Settings:
             claim_grace_s=float(env.get("TVMREPRO_CLAIM_GRACE_S") or CLAIM_GRACE_S),
         )
 
+    def ensure_home(self) -> Path:
+        """Create TVMREPRO_HOME if it is missing; a fault names the path and why it failed."""
+        from tvmrepro.errors import ReproError
+
+        try:
+            self.home.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ReproError(f"cannot create TVMREPRO_HOME {self.home}: {exc.strerror}") from exc
+        return self.home
+
     @property
     def envs_dir(self) -> Path:
         """Where provisioned environments live."""

@@ -7,7 +7,7 @@ import os
 import socket
 from typing import Any
 
-from service.store import Store
+from service.store import Store, open_store
 from tvmrepro.environments import Environment
 from tvmrepro.errors import ReproError
 from tvmrepro.settings import Settings
@@ -44,8 +44,7 @@ def prepare(settings: Settings, envs: list[Environment], store: Store) -> None:
 def run_worker(settings: Settings, envs: list[Environment], concurrency: int | None = None,
                loglevel: str = "INFO") -> None:
     """Serve `envs` until stopped (blocks); runs go through the configured runtime."""
-    store = Store(settings.store_url)
-    store.create_schema()
+    store = open_store(settings.store_url)
     prepare(settings, envs, store)
     store.dispose()
     app = make_celery(settings)

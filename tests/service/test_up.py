@@ -74,3 +74,47 @@ def _worker_pid(home: Path) -> int:
             schema.workers.c.id)).scalars()
     store.dispose()
     return int(worker_id.rpartition(":")[2])
+
+
+def _service_environ(home: Path) -> dict[str, str]:
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("REDIS_URL", "DATABASE_URL") and not k.startswith("TVMREPRO_")}
+    environ.update(TVMREPRO_HOME=str(home))
+    return environ
+
+
+@pytest.mark.timeout(120)
+def test_serve_makes_a_home_that_does_not_exist(tmp_path: Path) -> None:
+    home, port = tmp_path / "not" / "yet" / "home", free_port()
+    tvmrepro = str(Path(sys.executable).parent / "tvmrepro")
+    api = subprocess.Popen([tvmrepro, "serve", "--port", str(port)], env=_service_environ(home),
+                           cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/healthz")
+                break
+            except httpx.TransportError:
+                assert api.poll() is None, api.communicate()[0].decode()[-3000:]
+                assert time.monotonic() < deadline, "the API never answered"
+                time.sleep(0.3)
+        assert health.status_code == 200, health.text
+        assert (home / "tvmrepro.sqlite").is_file()
+    finally:
+        os.killpg(api.pid, signal.SIGTERM)
+        api.wait(30)
+
+
+@pytest.mark.parametrize("command", [["serve"], ["up"], ["worker", "--env", NEW_ENV]])
+def test_an_uncreatable_home_is_one_line_naming_it(tmp_path: Path, command: list[str]) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    home = blocker / "home"
+    tvmrepro = str(Path(sys.executable).parent / "tvmrepro")
+    proc = subprocess.run([tvmrepro, *command], env=_service_environ(home), cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(home) in lines[0] and "Traceback" not in proc.stderr, proc.stderr
