@@ -128,7 +128,7 @@ class Service:
 
     def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         log = open(self.home / f"{name}.log", "wb")  # noqa: SIM115  # the child writes to it
-        return subprocess.Popen([sys.executable, "-m", "client", *args], cwd=REPO,
+        return subprocess.Popen([sys.executable, "-m", "cli", *args], cwd=REPO,
                                 env=self.environ, stdout=log, stderr=subprocess.STDOUT)
 
     def _wait_ready(self, env_id: str) -> None:

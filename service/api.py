@@ -11,10 +11,10 @@ from pydantic import BaseModel
 from werkzeug.exceptions import HTTPException
 
 from service.jobs import JobService
-from service.models import ErrorBody, ErrorDetail, IRView
 from service.openapi import openapi_document
-from service.store import QueueFull
 from tvmrepro.errors import BadInput
+from tvmrepro.models import ErrorBody, ErrorDetail, IRView
+from tvmrepro.store import QueueFull
 
 log = logging.getLogger(__name__)
 RETRY_AFTER_S = 10  # what a 429 suggests

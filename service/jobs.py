@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 import uuid
 from datetime import UTC, datetime
-from functools import cache
 from typing import Any
 
 from celery import Celery
 from pydantic import ValidationError
 
-from images import HARNESS_DIR
 from service.matrix import build_matrix, compare, job_status
-from service.models import (
+from tvmrepro.cases import Case, bad_input, check_pass_names, parse_case
+from tvmrepro.environments import Catalog, Environment, default_catalog
+from tvmrepro.errors import BadInput
+from tvmrepro.lifecycle import RunState, cache_key
+from tvmrepro.models import (
     CellRef,
     Comparison,
     EnvironmentList,
@@ -26,36 +26,11 @@ from service.models import (
     JobView,
     RunView,
 )
-from service.store import RunState, Store, open_store
-from tvmrepro.cases import Case, bad_input, check_pass_names, parse_case
-from tvmrepro.environments import Catalog, Environment, default_catalog
-from tvmrepro.errors import BadInput
+from tvmrepro.queue import broker_ping, make_celery, publish_run
 from tvmrepro.settings import Settings
-from worker.celery_app import broker_ping, make_celery, publish_run
+from tvmrepro.store import Store, open_store
 
 log = logging.getLogger(__name__)
-
-
-@cache
-def harness_digest() -> str:
-    """A hash of the harness's code: a changed harness makes earlier results stale."""
-    digest = hashlib.sha256()
-    for path in sorted(HARNESS_DIR.rglob("*.py")):
-        digest.update(path.relative_to(HARNESS_DIR).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
-def cache_key(case: Case, variant: str, env: Environment) -> str:
-    """What makes two runs the same: the case as run (title aside), the variant, the pins."""
-    spec = case.variant(variant)
-    material = {
-        "case": case.model_dump(mode="json", exclude={"title", "variants"}),
-        "variant": spec.model_dump(mode="json") if spec else variant,
-        "environment": env.id, "packages": env.packages, "target": env.target,
-        "harness": harness_digest(),
-    }
-    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
 def _iso(seconds: float) -> str:

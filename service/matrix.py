@@ -6,8 +6,8 @@ import difflib
 from collections.abc import Callable
 from typing import Any
 
-from service.models import Cell, CellRef, Comparison, JobStatus, Matrix, PassStep, SignatureGroup
-from service.store import RunState
+from tvmrepro.lifecycle import RunState
+from tvmrepro.models import Cell, CellRef, Comparison, JobStatus, Matrix, PassStep, SignatureGroup
 from tvmrepro.results import Status
 
 MAX_DIFF_CHARS = 64 * 1024  # a diff longer than this is cut (the /ir endpoint has it all)

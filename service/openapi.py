@@ -8,7 +8,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from service.models import (
+from tvmrepro.cases import Case
+from tvmrepro.models import (
     Comparison,
     EnvironmentList,
     ErrorBody,
@@ -18,7 +19,6 @@ from service.models import (
     JobView,
     LogView,
 )
-from tvmrepro.cases import Case
 from tvmrepro.results import Result
 
 OPENAPI_VERSION = "3.1.0"

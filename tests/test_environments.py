@@ -41,7 +41,7 @@ def test_unknown_id_names_the_field_and_the_known_ones() -> None:
 
 def test_no_version_string_is_hard_coded_in_python() -> None:
     root = Path(__file__).resolve().parents[1]
-    sources = [p for d in ("tvmrepro", "service", "worker", "client", "images")
+    sources = [p for d in ("tvmrepro", "service", "worker", "cli", "images")
                for p in (root / d).rglob("*.py")]
     assert sources
     for path in sources:

@@ -14,7 +14,6 @@ and the venv before it is copied) is removed after each build.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import shutil
 import subprocess
@@ -32,6 +31,7 @@ from packaging.version import Version
 from images import HARNESS_DIR, IMAGES_DIR
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput, RuntimeFault
+from tvmrepro.lifecycle import harness_digest
 from tvmrepro.settings import Settings
 
 PACKAGES_LABEL = "tvmrepro.packages"
@@ -42,7 +42,7 @@ ENVIRONMENT_LABEL = "tvmrepro.environment"
 BUILD_STAGE_FILTER = {"dangling": True, "label": "tvmrepro.stage=build"}
 REPO_DIR = IMAGES_DIR.parent
 # What the service image needs from the checkout (the rest is left out of its context).
-SERVICE_SOURCES = ("pyproject.toml", "README.md", "tvmrepro", "service", "worker", "client",
+SERVICE_SOURCES = ("pyproject.toml", "README.md", "tvmrepro", "service", "worker", "cli",
                    "images")
 SERVICE_DOCKERFILE = "images/service.Dockerfile"
 SERVICE_IMAGE = "tvmrepro/service:latest"
@@ -66,15 +66,6 @@ class Built:
 def pins_text(env: Environment) -> str:
     """The PACKAGES build argument and label value: the exact requirements, space-separated."""
     return " ".join(env.requirements())
-
-
-def harness_digest() -> str:
-    """A digest of the harness's sources: an image with another one is out of date."""
-    digest = hashlib.sha256()
-    for path in sorted(HARNESS_DIR.rglob("*.py")):
-        digest.update(path.relative_to(HARNESS_DIR).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
 
 
 def current_image(client: Any, env: Environment) -> str | None:

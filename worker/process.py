@@ -7,11 +7,11 @@ import os
 import socket
 from typing import Any
 
-from service.store import Store, open_store
 from tvmrepro.environments import Environment
 from tvmrepro.errors import ReproError
+from tvmrepro.queue import make_celery, queue_name
 from tvmrepro.settings import Settings
-from worker.celery_app import make_celery, queue_name
+from tvmrepro.store import Store, open_store
 from worker.provision import provision, read_fingerprint
 from worker.recovery import Recovery
 from worker.runtimes import make_runtime

@@ -22,10 +22,11 @@ from typing import Any
 
 from celery import Celery, bootsteps
 
-from service.store import RunState, Store
+from tvmrepro.lifecycle import RunState
+from tvmrepro.liveness import claimer_gone, process_token
+from tvmrepro.queue import WORKER_LOST_WAIT_S, publish_run, queue_length
 from tvmrepro.settings import Settings
-from worker.celery_app import WORKER_LOST_WAIT_S, publish_run, queue_length
-from worker.tasks import claimer_gone, process_id
+from tvmrepro.store import Store
 
 log = logging.getLogger(__name__)
 SETTLE_S = 2.0  # a message this young may be on its way to a worker: not yet missing
@@ -39,7 +40,7 @@ class Sweeper:
 
     def __init__(self, app: Celery, settings: Settings, environments: list[str]) -> None:
         self.app, self.settings, self.environments = app, settings, environments
-        self.worker_id = process_id()
+        self.worker_id = process_token()
         self.gone_since: dict[str, float] = {}  # "run/claimer" -> when it was first seen dead
         self.unqueued: set[str] = set()  # waiting runs the last sweep found no message for
         # No pool: the main process forks pool processes, which must inherit no connection.

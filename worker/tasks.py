@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import traceback
 from dataclasses import dataclass
 
 import sqlalchemy as sa
 from celery import Celery, Task, shared_task
 
-from service.store import Action, Claim, Store
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import default_catalog
+from tvmrepro.lifecycle import Action, Claim
+from tvmrepro.liveness import claimer_gone, process_token
+from tvmrepro.queue import RUN_TASK
 from tvmrepro.results import Result, Status
 from tvmrepro.settings import Settings
-from worker.celery_app import RUN_TASK
+from tvmrepro.store import Store
 from worker.runner import run_variant
 from worker.runtimes import make_runtime
 from worker.runtimes.base import Runtime
@@ -53,29 +54,6 @@ def context(app: Celery) -> WorkerContext:
         _context = WorkerContext(settings, Store(settings.store_url),
                                  make_runtime(settings.runtime, settings), os.getpid())
     return _context
-
-
-def process_id() -> str:
-    """How this process names itself as a claimer: host and pid."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def pid_alive(pid: int) -> bool:
-    """True while `pid` runs here (a zombie, killed but not yet reaped, counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            state = handle.read().rsplit(")", 1)[1].split()[0]
-        return state not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
-def claimer_gone(claimed_by: str) -> bool:
-    """True when the claimer is provably dead: a process of this host that no longer runs."""
-    host, _, pid = claimed_by.rpartition(":")
-    if claimed_by == process_id():
-        return True  # our own earlier attempt (a retry after a store error)
-    return host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid))
 
 
 def infra_error(claim: Claim, error_type: str, message: str, log_text: str = "") -> Result:
@@ -109,7 +87,7 @@ def run(self: Task, run_id: str) -> str:
     """Claim, run and store one run; says what it did (run, skipped, duplicate)."""
     ctx = context(self.app)
     settings = ctx.settings
-    claim = ctx.store.claim(run_id, process_id(), settings.max_deliveries,
+    claim = ctx.store.claim(run_id, process_token(), settings.max_deliveries,
                             settings.claim_grace_s, claimer_gone)
     if claim.action is Action.SKIP:
         return "skipped"

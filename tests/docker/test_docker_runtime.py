@@ -14,9 +14,9 @@ from tests.worker.test_local_runtime import HOSTILE, HOSTILE_TIMEOUT_S
 from tvmrepro.cases import load_case_file, parse_case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import RuntimeFault
+from tvmrepro.lifecycle import harness_digest
 from tvmrepro.results import Result
 from tvmrepro.settings import Settings
-from worker.images import harness_digest
 from worker.runner import harness_case, run_variant
 from worker.runtimes.base import SandboxJob
 from worker.runtimes.docker import JOB_LABEL, RUN_LABEL, DockerRuntime

@@ -9,11 +9,12 @@ import docker
 import pytest
 from click.testing import CliRunner
 
-from client.cli import main
+from cli.cli import main
 from tests.conftest import NEW_ENV, OLD_ENV, REPO
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
-from worker.images import PACKAGES_LABEL, Built, harness_digest, pins_text, wheels_for
+from tvmrepro.lifecycle import harness_digest
+from worker.images import PACKAGES_LABEL, Built, pins_text, wheels_for
 
 DOCKERFILES = ["images/Dockerfile", "images/cuda.Dockerfile", "images/service.Dockerfile"]
 

@@ -15,10 +15,10 @@ import pytest
 from tests.conftest import NEW_ENV, REPO
 from tests.docker.conftest import sandbox_containers, wait_for_container
 from tvmrepro.environments import Environment
+from tvmrepro.liveness import process_token
 from tvmrepro.settings import Settings
 from worker.runtimes.base import SandboxJob
 from worker.runtimes.docker import DEADLINE_LABEL, OWNER_LABEL, RUN_LABEL, DockerRuntime
-from worker.runtimes.owner import process_token
 
 pytestmark = [pytest.mark.docker, pytest.mark.tvm]
 

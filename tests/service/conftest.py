@@ -20,12 +20,12 @@ import psycopg
 import pytest
 import redis
 
-from service.store import Store
 from tests.conftest import NEW_ENV, OLD_ENV, shared_case
 from tests.service.stack import Backend, Stack, make_home
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import Environment
 from tvmrepro.settings import Settings
+from tvmrepro.store import Store
 
 REDIS_URL = os.environ.get("TVMREPRO_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
 PG_SERVER = os.environ.get("TVMREPRO_TEST_PG_SERVER", "postgresql://postgres@127.0.0.1:5432")
@@ -49,7 +49,7 @@ def postgres_url() -> Iterator[str]:
 
 def _drop_abandoned(conn: psycopg.Connection[Any]) -> None:
     """Drop the databases of earlier sessions of this machine whose process is gone."""
-    from worker.tasks import pid_alive
+    from tvmrepro.liveness import pid_alive
 
     rows = conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'tvmrepro_test_%'")
     for (name,) in rows.fetchall():

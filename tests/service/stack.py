@@ -22,9 +22,9 @@ from typing import Any
 
 import httpx
 
-from service.store import Store
 from tests.conftest import REPO
 from tvmrepro.settings import Settings
+from tvmrepro.store import Store
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
@@ -97,7 +97,7 @@ class Stack:
 
     def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         log = open(self.home / f"{name}.log", "ab")  # noqa: SIM115  # the child keeps it
-        return subprocess.Popen([sys.executable, "-m", "client", *args], env=self.environ,
+        return subprocess.Popen([sys.executable, "-m", "cli", *args], env=self.environ,
                                 cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
 
@@ -123,7 +123,7 @@ class Stack:
     def worker_ids(self, env_id: str) -> set[str]:
         """Live worker ids (host:pid) serving env_id, from their heartbeats."""
         with self.store.engine.connect() as conn:
-            from service import schema
+            from tvmrepro import schema
 
             rows = conn.execute(schema.workers.select().where(
                 schema.workers.c.heartbeat_at > time.time() - 10)).mappings()
@@ -210,7 +210,7 @@ class Stack:
 
     def result_rows(self, job_id: str) -> list[dict[str, Any]]:
         """Every stored result row that belongs to a run of this job."""
-        from service import schema
+        from tvmrepro import schema
 
         job = self.store.job(job_id) or {"runs": []}
         ids = [run["id"] for run in job["runs"]]

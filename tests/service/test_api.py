@@ -18,8 +18,8 @@ from service.jobs import JobService
 from tests.conftest import NEW_ENV, OLD_ENV
 from tests.service.stack import free_port
 from tvmrepro.environments import Environment
+from tvmrepro.queue import queue_length
 from tvmrepro.settings import Settings
-from worker.celery_app import queue_length
 from worker.provision import read_fingerprint
 
 SMALL_LIMIT = 64 * 1024

@@ -9,9 +9,9 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from service import schema
 from tests.conftest import NEW_ENV, OLD_ENV
 from tests.service.stack import Stack, dump, founding_body
+from tvmrepro import schema
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(400)]
 JOBS = 50

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from service.matrix import build_matrix, compare, first_difference, job_status
-from service.models import CellRef, JobStatus
+from tvmrepro.models import CellRef, JobStatus
 
 
 def passes(*irs: str) -> list[dict[str, Any]]:

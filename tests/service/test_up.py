@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import NEW_ENV, REPO, shared_case
 from tests.service.stack import free_port, make_home
 from tvmrepro.environments import Environment
-from worker.tasks import pid_alive
+from tvmrepro.liveness import pid_alive
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(300)]
 
@@ -63,17 +63,17 @@ def test_up_serves_and_runs_with_no_external_service(tmp_path: Path, test_home: 
 
 
 def _worker_pid(home: Path) -> int:
-    """The pid of the worker's main process, from its heartbeat (host:pid)."""
-    from service.store import Store
+    """The pid of the worker's main process, from its heartbeat (its liveness token)."""
+    from tvmrepro.store import Store
 
     store = Store(f"sqlite:///{home / 'tvmrepro.sqlite'}")
     with store.engine.connect() as conn:
-        from service import schema
+        from tvmrepro import schema
 
         (worker_id,) = conn.execute(schema.workers.select().with_only_columns(
             schema.workers.c.id)).scalars()
     store.dispose()
-    return int(worker_id.rpartition(":")[2])
+    return int(worker_id.split(":")[1])
 
 
 def _service_environ(home: Path) -> dict[str, str]:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,14 +12,13 @@ import pytest
 from celery import Celery
 
 from service.jobs import JobService
-from service.store import RunState
 from tests.conftest import NEW_ENV, OLD_ENV, shared_case
 from tests.service.conftest import clean_postgres, postgres_url  # noqa: F401  # fixtures
 from tests.service.stack import make_home
 from tvmrepro.environments import Environment
+from tvmrepro.lifecycle import RunState
+from tvmrepro.queue import RUN_TASK, make_celery
 from tvmrepro.settings import Settings
-from worker.celery_app import RUN_TASK, make_celery
-from worker.tasks import claimer_gone, pid_alive
 
 pytestmark = pytest.mark.tvm
 
@@ -88,18 +85,3 @@ def test_a_fault_of_the_service_is_an_infra_error(service: JobService) -> None:
     assert result is not None and result["status"] == "infra_error"
     assert "not provisioned" in result["message"]
     assert service.store.run(row["job_id"], row["id"])["state"] == RunState.DONE  # type: ignore[index]
-
-
-def test_claimer_gone() -> None:
-    host = socket.gethostname()
-    assert not claimer_gone(f"{host}:{os.getppid()}")  # alive
-    assert not claimer_gone(f"elsewhere:{2 ** 22 + 1}")  # another host: cannot know
-    assert claimer_gone(f"{host}:{2 ** 22 + 1}")
-    assert claimer_gone(f"{host}:{os.getpid()}")  # our own earlier attempt
-    zombie = subprocess.Popen(["true"])
-    try:
-        while pid_alive(zombie.pid):  # it exits, and nobody has reaped it yet
-            os.sched_yield()
-        assert claimer_gone(f"{host}:{zombie.pid}")
-    finally:
-        zombie.wait()

@@ -31,11 +31,11 @@ from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
 
 from tvmrepro.environments import Environment
 from tvmrepro.errors import RuntimeFault
+from tvmrepro.liveness import process_token, token_alive
 from tvmrepro.settings import Settings
 from worker.images import HARNESS_LABEL, PACKAGES_LABEL, pins_text
 from worker.runtimes.base import FILE_SIZE_CAP, Execution, SandboxJob, parse_events, signal_name
 from worker.runtimes.local import sandbox_environ
-from worker.runtimes.owner import process_token, token_alive
 
 RUN_LABEL, JOB_LABEL = "tvmrepro.run", "tvmrepro.job"
 OWNER_LABEL, DEADLINE_LABEL = "tvmrepro.owner", "tvmrepro.deadline"

@@ -12,8 +12,8 @@ from celery import Celery
 
 from tests.service.conftest import REDIS_URL, delete_prefixed
 from tests.service.stack import free_port
+from tvmrepro.queue import broker_ping, make_celery, publish_run, queue_length
 from tvmrepro.settings import Settings
-from worker.celery_app import broker_ping, make_celery, publish_run, queue_length
 
 
 @pytest.fixture(params=("embedded", "redis"))

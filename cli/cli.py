@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from client.output import error_console, print_json, print_runs
+from cli.output import error_console, print_json, print_runs
 from tvmrepro.cases import Case, check_pass_names, load_case_file
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput, ReproError
@@ -141,7 +141,7 @@ def run(case_file: Path, env_ids: tuple[str, ...], variant_names: tuple[str, ...
     envs = _selected_envs(env_ids)
     variants = _variants(case, variant_names)
     if not local:
-        from client.remote import run_remotely
+        from cli.remote import run_remotely
 
         # No --env: every environment that a live worker of the service serves.
         run_remotely(case, envs if env_ids else None, variants,
@@ -156,7 +156,7 @@ def run(case_file: Path, env_ids: tuple[str, ...], variant_names: tuple[str, ...
 
 def _service_settings() -> Settings:
     """Settings for a process of the service, with its home and store made (or one clear error)."""
-    from service.store import open_store
+    from tvmrepro.store import open_store
 
     settings = Settings.from_env()
     settings.ensure_home()
@@ -198,7 +198,7 @@ def worker_command(env_ids: tuple[str, ...], concurrency: int | None, loglevel: 
 @reports_errors
 def up_command(port: int | None, host: str | None, env_ids: tuple[str, ...]) -> None:
     """The API and a worker in one command (no Redis needed: embedded broker and SQLite)."""
-    from client.up import default_environments, up
+    from cli.up import default_environments, up
 
     settings = _service_settings()
     envs = [default_catalog().get(i, "--env") for i in env_ids] or default_environments(settings)
@@ -217,8 +217,8 @@ def report_command(job_id: str, markdown: bool, server: str | None) -> None:
     from rich.console import Console
     from rich.markdown import Markdown
 
-    from client.remote import ApiClient
-    from client.report import render_report
+    from cli.remote import ApiClient
+    from cli.report import render_report
 
     text = render_report(ApiClient(server or Settings.from_env().server).job(job_id))
     if markdown:

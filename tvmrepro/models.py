@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from service.store import RunState
+from tvmrepro.lifecycle import JobStatus, RunState
 
 # The case is validated by tvmrepro.cases (errors name case.<field>); its schema is Case's.
 CaseJson = Annotated[dict[str, Any],
                      WithJsonSchema({"allOf": [{"$ref": "#/components/schemas/Case"}]})]
-
-
-class JobStatus(str, Enum):
-    """A job's status, following from its runs."""
-
-    QUEUED = "queued"  # no run has started
-    RUNNING = "running"
-    DONE = "done"  # every run has a result
-    FAILED = "failed"  # every run has a result, and each is an infra_error
 
 
 class JobRequest(BaseModel):

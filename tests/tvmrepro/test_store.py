@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from service.store import Action, QueueFull, RunState, Store
 from tvmrepro.results import Result, Status
+from tvmrepro.store import Action, QueueFull, RunState, Store
 
 CAP = 30
 

@@ -31,7 +31,7 @@ def _die_with_parent() -> None:
 
 def start_worker(envs: list[Environment]) -> subprocess.Popen[bytes]:
     """A `tvmrepro worker` for these environments, as a child of this process."""
-    args = [sys.executable, "-m", "client", "worker"]
+    args = [sys.executable, "-m", "cli", "worker"]
     for env in envs:
         args += ["--env", env.id]
     return subprocess.Popen(args, preexec_fn=_die_with_parent)

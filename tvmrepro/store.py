@@ -11,8 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -21,20 +19,13 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
-from service import schema as t
+from tvmrepro import schema as t
 from tvmrepro.errors import ReproError
+from tvmrepro.lifecycle import Action, Claim, RunState
 from tvmrepro.results import Result, Status
 
 SQLITE_BUSY_S = 30.0  # how long a SQLite writer waits for another's lock
 SCHEMA_ATTEMPTS = 5  # concurrent first starts may race to create the tables
-
-
-class RunState(str, Enum):
-    """Where a run is in its life."""
-
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
 
 
 class QueueFull(ReproError):
@@ -43,27 +34,6 @@ class QueueFull(ReproError):
     def __init__(self, waiting: int, cap: int) -> None:
         super().__init__(f"the queue holds {waiting} waiting runs (cap {cap}); retry later")
         self.waiting, self.cap = waiting, cap
-
-
-class Action(str, Enum):
-    """What a worker should do with a delivered run."""
-
-    RUN = "run"
-    SKIP = "skip"  # done already, or held by a live claimer: acknowledge and drop
-    EXHAUSTED = "exhausted"  # delivered too often: store infra_error instead of running
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A worker's claim on a run, with what it needs to run it."""
-
-    action: Action
-    run_id: str
-    job_id: str = ""
-    case: dict[str, Any] | None = None
-    variant: str = ""
-    environment: str = ""
-    deliveries: int = 0
 
 
 def _sqlite_engine(url: str, pooled: bool) -> Engine:

@@ -11,7 +11,7 @@ from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElaps
 from rich.table import Table
 from rich.text import Text
 
-from client.output import _STATUS_STYLE, error_console, print_json
+from cli.output import _STATUS_STYLE, error_console, print_json
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput, ReproError

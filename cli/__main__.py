@@ -1,0 +1,5 @@
+"""`python -m cli`: the same as the `tvmrepro` command."""
+
+from cli.cli import main
+
+main()

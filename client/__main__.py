@@ -1,5 +1,0 @@
-"""`python -m client`: the same as the `tvmrepro` command."""
-
-from client.cli import main
-
-main()

@@ -1,0 +1,40 @@
+"""Liveness tokens: a live process, a dead one, a zombie, a reused pid, another host."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+
+from tvmrepro.liveness import claimer_gone, pid_alive, process_token, token_alive
+
+NO_SUCH_PID = 2 ** 22 + 1  # above the kernel's pid_max
+
+
+def test_tokens_of_live_and_dead_processes() -> None:
+    host = socket.gethostname()
+    parent = process_token(os.getppid())
+    assert parent.startswith(f"{host}:{os.getppid()}:") and token_alive(parent) is True
+    assert not claimer_gone(parent)
+    assert token_alive(f"{host}:{NO_SUCH_PID}:123.00") is False
+    assert claimer_gone(f"{host}:{NO_SUCH_PID}:123.00")
+    assert token_alive(f"elsewhere:{NO_SUCH_PID}:1.00") is None  # another host: cannot know
+    assert not claimer_gone(f"elsewhere:{NO_SUCH_PID}:1.00")
+    assert claimer_gone(process_token())  # this very process: an earlier attempt of ours
+
+
+def test_a_reused_pid_is_not_the_same_process() -> None:
+    host, pid = socket.gethostname(), os.getppid()
+    assert token_alive(f"{host}:{pid}:1.00") is False  # that pid now names a younger process
+    assert token_alive(f"{host}:{pid}") is True  # an old-style token: the pid alone decides
+
+
+def test_a_zombie_counts_as_gone() -> None:
+    zombie = subprocess.Popen(["true"])
+    try:
+        token = f"{socket.gethostname()}:{zombie.pid}"
+        while pid_alive(zombie.pid):  # it exits, and nobody has reaped it yet
+            os.sched_yield()
+        assert claimer_gone(token)
+    finally:
+        zombie.wait()

@@ -1,0 +1,80 @@
+"""A run's life and identity, shared by the API and the workers.
+
+A job fans out into runs; each run is `queued`, then `running` (claimed by one
+worker process), then `done` (it has a result). A job's status follows from its
+runs. Two runs are the same (the cache key) when the case as run, the variant,
+the environment's pins and the harness's code are the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from enum import Enum
+from functools import cache
+from typing import Any
+
+from images import HARNESS_DIR
+from tvmrepro.cases import Case
+from tvmrepro.environments import Environment
+
+
+class RunState(str, Enum):
+    """Where a run is in its life."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+
+
+class JobStatus(str, Enum):
+    """A job's status, following from its runs."""
+
+    QUEUED = "queued"  # no run has started
+    RUNNING = "running"
+    DONE = "done"  # every run has a result
+    FAILED = "failed"  # every run has a result, and each is an infra_error
+
+
+class Action(str, Enum):
+    """What a worker should do with a delivered run."""
+
+    RUN = "run"
+    SKIP = "skip"  # done already, or held by a live claimer: acknowledge and drop
+    EXHAUSTED = "exhausted"  # delivered too often: store infra_error instead of running
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A worker's claim on a run, with what it needs to run it."""
+
+    action: Action
+    run_id: str
+    job_id: str = ""
+    case: dict[str, Any] | None = None
+    variant: str = ""
+    environment: str = ""
+    deliveries: int = 0
+
+
+@cache
+def harness_digest() -> str:
+    """A hash of the harness's code: a changed harness makes earlier results stale."""
+    digest = hashlib.sha256()
+    for path in sorted(HARNESS_DIR.rglob("*.py")):
+        digest.update(path.relative_to(HARNESS_DIR).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def cache_key(case: Case, variant: str, env: Environment) -> str:
+    """What makes two runs the same: the case as run (title aside), the variant, the pins."""
+    spec = case.variant(variant)
+    material = {
+        "case": case.model_dump(mode="json", exclude={"title", "variants"}),
+        "variant": spec.model_dump(mode="json") if spec else variant,
+        "environment": env.id, "packages": env.packages, "target": env.target,
+        "harness": harness_digest(),
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
