@@ -193,8 +193,8 @@ def worker_command(env_ids: tuple[str, ...], concurrency: int | None, loglevel: 
 @click.option("--port", type=int, default=None, help="Port (default 8000).")
 @click.option("--host", default=None, help="Address to bind (default 127.0.0.1).")
 @click.option("--env", "env_ids", multiple=True,
-              help="Environments for the worker (default: those provisioned here, else the "
-                   "newest CPU one).")
+              help="Environments for the worker (default: the newest CPU release of each minor "
+                   "version, plus the CPU ones provisioned here).")
 @reports_errors
 def up_command(port: int | None, host: str | None, env_ids: tuple[str, ...]) -> None:
     """The API and a worker in one command (no Redis needed: embedded broker and SQLite)."""

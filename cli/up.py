@@ -15,12 +15,17 @@ WORKER_STOP_S = 20.0
 
 
 def default_environments(settings: Settings) -> list[Environment]:
-    """The environments provisioned here, else the newest CPU one (provisioned on start)."""
+    """One CPU environment per minor release, plus any other CPU one already provisioned here.
+
+    Those not yet provisioned are made when the worker starts (a few seconds each with a
+    warm package cache, a ~100 MB download each without).
+    """
     from worker.provision import read_fingerprint
 
     catalog = default_catalog()
-    ready = [env for env in catalog.environments if read_fingerprint(settings, env)]
-    return ready or [catalog.select(None, device="cpu")[-1]]
+    chosen = {env.id for env in catalog.spanning("cpu")}
+    chosen |= {env.id for env in catalog.select(None, "cpu") if read_fingerprint(settings, env)}
+    return [env for env in catalog.environments if env.id in chosen]
 
 
 def _die_with_parent() -> None:

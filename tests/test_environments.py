@@ -57,3 +57,15 @@ def test_catalog_from_another_file(tmp_path: Path) -> None:
         '[releases."1.9.0"]\npackages = { apache-tvm = "1.9.0" }\n'
     )
     assert load_catalog(toml).ids == ["tvm-1.9.0-cpu", "tvm-1.10.0-cpu"]
+
+
+def test_spanning_takes_the_newest_final_release_of_each_minor() -> None:
+    catalog = default_catalog()
+    spanning = catalog.spanning("cpu")
+    minors = {(e.version.major, e.version.minor) for e in catalog.select(None, "cpu")}
+    assert len(spanning) == len(minors)
+    for env in spanning:
+        same_minor = [e for e in catalog.select(None, "cpu") if not e.version.is_prerelease
+                      and (e.version.major, e.version.minor) == (env.version.major, env.version.minor)]
+        assert env.device == "cpu" and env.version == max(e.version for e in same_minor)
+    assert [e.version for e in spanning] == sorted(e.version for e in spanning)
