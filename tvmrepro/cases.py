@@ -79,6 +79,18 @@ class Case(BaseModel):
     timeout_s: int = Field(default=DEFAULT_TIMEOUT_S, ge=1, le=MAX_TIMEOUT_S)
     memory_mb: int = Field(default=DEFAULT_MEMORY_MB, ge=256, le=MAX_MEMORY_MB)
 
+    @field_validator("source", "script")
+    @classmethod
+    def _python(cls, value: str | None) -> str | None:
+        # A typo is a 400 at submit, not one failed run per variant and environment.
+        if value is not None:
+            try:
+                compile(value, "<case>", "exec", dont_inherit=True)
+            except SyntaxError as exc:
+                where = f" at line {exc.lineno}, column {exc.offset}" if exc.lineno else ""
+                raise ValueError(f"not valid Python: {exc.msg}{where}") from None
+        return value
+
     @model_validator(mode="after")
     def _one_mode(self) -> Case:
         if self.script is not None:

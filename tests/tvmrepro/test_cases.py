@@ -1,0 +1,54 @@
+"""Case validation: every bad case names the field that is wrong, and says what is wrong with it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tvmrepro.cases import load_case_file, parse_case
+from tvmrepro.errors import BadInput
+
+MODULE = "from tvm.script import ir as I\n@I.ir_module\nclass Module:\n    pass\n"
+GOOD: dict[str, Any] = {"source": MODULE, "variants": [{"name": "a", "passes": ["FuseTIR"]}]}
+
+
+@pytest.mark.parametrize(("change", "field", "problem"), [
+    ({"timeout_s": 0}, "timeout_s", "greater than or equal to 1"),
+    ({"timeout_s": 10 ** 6}, "timeout_s", "less than or equal to"),
+    ({"memory_mb": 1}, "memory_mb", "greater than or equal to 256"),
+    ({"variants": [{"name": "a", "passes": []}, {"name": "a", "passes": []}]}, "case",
+     "variant names must be unique"),
+    ({"script": "print(1)"}, "case", "either 'script' or 'source'"),
+    ({"variants": [{"name": "a", "passes": ["Fuse TIR"]}]}, "variants[0].passes[0].name",
+     "is not a pass name"),
+    ({"source": "@I.ir_module\nclass Module:\n    def f(self:\n"}, "source",
+     "not valid Python: '(' was never closed at line 3, column 10"),
+    ({"unknown": 1}, "unknown", "Extra inputs are not permitted"),
+])
+def test_a_bad_case_names_its_field(change: dict[str, Any], field: str, problem: str) -> None:
+    with pytest.raises(BadInput) as info:
+        parse_case({**GOOD, **change})
+    assert info.value.field == field
+    assert problem in info.value.problem
+
+
+def test_a_script_that_is_not_python_names_line_and_column(tmp_path: Path) -> None:
+    script = tmp_path / "repro.py"
+    script.write_text("import tvm\nif True\n    pass\n")
+    with pytest.raises(BadInput) as info:
+        load_case_file(script)
+    assert (info.value.field, info.value.problem) == (
+        "script", "not valid Python: expected ':' at line 2, column 8")
+
+
+def test_a_nul_byte_is_named_without_a_location() -> None:
+    with pytest.raises(BadInput) as info:
+        parse_case({"script": "a = 1\x00"})
+    assert info.value.field == "script"
+    assert info.value.problem.startswith("not valid Python: source code string cannot contain null")
+
+
+def test_a_good_case_passes() -> None:
+    assert parse_case(GOOD).variant_names == ["a"]
