@@ -38,6 +38,7 @@ def reports_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @click.group()
+@click.version_option(package_name="tvmrepro", prog_name="tvmrepro")
 def main() -> None:
     """Run TVM bug reports on pinned TVM versions: what happens, where, and since when."""
 
@@ -205,6 +206,32 @@ def up_command(port: int | None, host: str | None, env_ids: tuple[str, ...]) -> 
     click.echo(f"tvm-repro on http://{host or settings.host}:{port or settings.port} "
                f"(worker for {', '.join(e.id for e in envs)})", err=True)
     up(settings, envs, host or settings.host, port or settings.port)
+
+
+@main.command("new")
+@click.argument("module_file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--variant", "variants", multiple=True, metavar="NAME=PASS,PASS",
+              help="A named pass sequence (repeatable), e.g. once=FuseTIR,LambdaLift.")
+@click.option("--module", default=None, help="The @I.ir_module class (default: the only one).")
+@click.option("--target", default=None, help="Build target (default: the environment's).")
+@click.option("--entry", default=None, help="Function to call in the VM (default: none).")
+@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write the case here (default: standard output).")
+@reports_errors
+def new_command(module_file: Path, variants: tuple[str, ...], module: str | None,
+                target: str | None, entry: str | None, output: Path | None) -> None:
+    """Make a case (JSON) from a .py file that defines an IRModule, with named pass sequences."""
+    import json
+
+    from cli.new import new_case
+
+    case = new_case(module_file, list(variants), module, target=target, entry=entry)
+    text = json.dumps(case, indent=2) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text)
+        click.echo(f"{output}: {len(case['variants'])} variants of {case['module']}", err=True)
 
 
 @main.command("report")

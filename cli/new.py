@@ -1,0 +1,61 @@
+"""`tvmrepro new`: a case from a .py file that defines a module, so nobody escapes TVMScript by hand."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+from tvmrepro.cases import parse_case
+from tvmrepro.errors import BadInput
+
+
+def module_names(source: str) -> list[str]:
+    """Names of the classes decorated with `@I.ir_module` (or `@ir_module`) at the top level."""
+    found = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef):
+            for decorator in node.decorator_list:
+                target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+                if name == "ir_module":
+                    found.append(node.name)
+    return found
+
+
+def parse_variant(text: str, index: int) -> dict[str, Any]:
+    """'NAME=PassA,PassB' (or just 'PassA,PassB', named vN) as a variant."""
+    name, sep, passes = text.partition("=")
+    if not sep:
+        name, passes = f"v{index + 1}", text
+    names = [p.strip() for p in passes.split(",") if p.strip()]
+    if not names:
+        raise BadInput(f"--variant[{index}]", f"{text!r} names no pass (NAME=PassA,PassB)")
+    return {"name": name.strip(), "passes": names}
+
+
+def new_case(path: Path, variants: list[str], module: str | None, **fields: Any) -> dict[str, Any]:
+    """The case JSON for the module in `path` with these variants; BadInput names what is wrong."""
+    try:
+        source = path.read_text()
+    except OSError as exc:
+        raise BadInput(str(path), f"cannot read: {exc.strerror}") from exc
+    try:
+        modules = module_names(source)
+    except SyntaxError as exc:
+        raise BadInput(str(path), f"not valid Python: {exc.msg} at line {exc.lineno}") from exc
+    if module is None:
+        if len(modules) != 1:
+            raise BadInput("--module", f"{path} defines {len(modules)} @I.ir_module classes "
+                                       f"({', '.join(modules) or 'none'}); name one")
+        module = modules[0]
+    elif module not in modules:
+        raise BadInput("--module", f"{path} has no @I.ir_module class {module!r} "
+                                   f"(it has: {', '.join(modules) or 'none'})")
+    if not variants:
+        raise BadInput("--variant", "give at least one pass sequence, e.g. once=FuseTIR,LambdaLift")
+    case = {"title": path.name, "source": source, "module": module,
+            "variants": [parse_variant(v, i) for i, v in enumerate(variants)],
+            **{k: v for k, v in fields.items() if v is not None}}
+    parse_case(case)  # the same validation a submission gets
+    return case
