@@ -24,6 +24,18 @@ class JobRequest(BaseModel):
                                    "worker serves")
     variants: list[str] | None = Field(default=None, description="variant names (default all)")
     bypass_cache: bool = Field(default=False, description="run again even if a result exists")
+    # A bisect job's own fields (CONTRACT.md, "Bisection"); a run job refuses them.
+    variant: str | None = Field(default=None, description="bisect: the variant (may be left "
+                                "out when the case has one variant or is a script)")
+    oracle: str = Field(default="failure", description="bisect: failure, status:<s>, signature, "
+                        "signature:<text>, regex:<pattern> or output")
+    reference: str | None = Field(default=None, description="bisect: the environment whose run "
+                                  "the signature and output oracles compare with (default: "
+                                  "the newest that fails; for output, the newest that ran)")
+    repeat: int = Field(default=1, ge=1, le=10, description="bisect: runs per environment")
+    strategy: Literal["all", "binary"] = Field(
+        default="all", description="bisect: probe every environment at once (all), or both "
+                                   "ends then halves (binary)")
 
 
 class CellRef(BaseModel):
@@ -96,6 +108,58 @@ class RunView(BaseModel):
     result: dict[str, Any] | None = None
 
 
+class BisectProbe(BaseModel):
+    """Every run (repeat) of one environment of a bisection, and its verdict."""
+
+    environment: str
+    verdict: Literal["good", "bad", "skip", "flaky"]
+    status: str | None
+    stage: str | None
+    signature: str | None
+    runs: list[str] = Field(description="the run ids of its repeats")
+    statuses: list[str | None] | None = Field(default=None,
+                                              description="each repeat's status (repeat > 1)")
+
+
+class BisectTransition(BaseModel):
+    """A change of verdict between two neighbouring decided probes."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+    before: str
+    after: str
+    from_: Literal["good", "bad"] = Field(alias="from")
+    to: Literal["good", "bad"]
+    candidates: list[str] = Field(description="environments between them that were skipped, "
+                                              "flaky or not probed: the change may lie there")
+
+
+class BisectProgress(BaseModel):
+    """Probes done of the probes planned (the binary strategy plans as it goes)."""
+
+    done: int
+    total: int
+
+
+class Bisection(BaseModel):
+    """A bisect job's answer (CONTRACT.md, "Bisection"); computed when a probe finishes."""
+
+    oracle: str
+    environments: list[str] = Field(description="the range, in version order")
+    variant: str
+    probes: list[BisectProbe]
+    transitions: list[BisectTransition]
+    verdict: Literal["unchanged", "changed", "non_monotonic", "inconclusive"]
+    first_changed: str | None = None
+    last_before_change: str | None = None
+    reference: str | None = Field(default=None,
+                                  description="the reference environment (signature, output)")
+    reference_signature: str | None = None
+    strategy: Literal["all", "binary"]
+    repeat: int
+    progress: BisectProgress
+    finished: bool = Field(description="no probe runs or remains to be planned")
+
+
 class JobView(BaseModel):
     """GET /api/v1/jobs/<id> (and the answer to POST)."""
 
@@ -111,6 +175,7 @@ class JobView(BaseModel):
     runs: list[RunView]
     matrix: Matrix
     case: dict[str, Any]
+    bisect: Bisection | None = Field(default=None, description="a bisect job's answer so far")
 
 
 class LogView(BaseModel):

@@ -11,6 +11,7 @@
                   concurrent submissions on either database
     workers       live workers and the environments they serve (heartbeats)
     fingerprints  what each served environment's TVM has (version, pass names)
+    bisections    a bisect job's options and its bisect object (CONTRACT.md, "Bisection")
 
 Times are seconds since the epoch (float), the same on both databases.
 """
@@ -102,5 +103,16 @@ fingerprints = sa.Table(
     "fingerprints", metadata,
     sa.Column("environment", sa.String(64), primary_key=True),
     sa.Column("data", sa.JSON, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+# One row per bisect job: what was asked (options) and the bisect object, computed when a
+# probe finishes (`seen`: how many of the job's runs were done then) rather than on reads.
+bisections = sa.Table(
+    "bisections", metadata,
+    sa.Column("job_id", ID, primary_key=True),
+    sa.Column("options", sa.JSON, nullable=False),
+    sa.Column("result", sa.JSON, nullable=True),
+    sa.Column("seen", sa.Integer, nullable=False, default=0),
     sa.Column("updated_at", sa.Float, nullable=False),
 )

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -26,6 +26,19 @@ from tvmrepro.results import Result, Status
 
 SQLITE_BUSY_S = 30.0  # how long a SQLite writer waits for another's lock
 SCHEMA_ATTEMPTS = 5  # concurrent first starts may race to create the tables
+
+
+class BisectionUpdate(NamedTuple):
+    """What one step of a bisection stores: runs to add, the job's environments, the object."""
+
+    runs: list[dict[str, Any]]
+    environments: list[str]
+    result: dict[str, Any]
+    seen: int
+
+
+# (the job with its runs, the bisections row) -> the update to store
+BisectionStep = Callable[[dict[str, Any], dict[str, Any]], BisectionUpdate]
 
 
 class QueueFull(ReproError):
@@ -322,3 +335,43 @@ class Store:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(t.fingerprints.c.environment, t.fingerprints.c.data))
             return {env_id: data for env_id, data in rows}
+
+    # Bisections ---------------------------------------------------------------
+
+    def save_bisection(self, job_id: str, options: dict[str, Any]) -> None:
+        """Record a bisect job's options (before its job: an orphan row is harmless)."""
+        with self._write() as conn:
+            conn.execute(t.bisections.insert().values(job_id=job_id, options=options, result=None,
+                                                      seen=0, updated_at=time.time()))
+
+    def forget_bisection(self, job_id: str) -> None:
+        """Remove a bisection whose job was not admitted."""
+        with self._write() as conn:
+            conn.execute(t.bisections.delete().where(t.bisections.c.job_id == job_id))
+
+    def bisection(self, job_id: str) -> dict[str, Any] | None:
+        """A bisect job's row: options, result (the bisect object) and seen, or None."""
+        query = sa.select(t.bisections).where(t.bisections.c.job_id == job_id)
+        with self.engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        return dict(row) if row else None
+
+    def advance_bisection(self, job_id: str, step: BisectionStep) -> list[dict[str, Any]]:
+        """Apply `step` to a bisect job under its row's lock: store the runs it adds (the job's
+        environments follow), its bisect object and `seen`; the added runs (none: no bisection)."""
+        lock = (sa.select(t.bisections).where(t.bisections.c.job_id == job_id)
+                .with_for_update())
+        with self._write() as conn:
+            row = conn.execute(lock).mappings().first()
+            job = self.job(job_id) if row is not None else None
+            if row is None or job is None:
+                return []
+            update = step(job, dict(row))
+            if update.runs:
+                conn.execute(t.runs.insert(), update.runs)
+            if update.environments != job["environments"]:
+                conn.execute(t.jobs.update().where(t.jobs.c.id == job_id)
+                             .values(environments=update.environments))
+            conn.execute(t.bisections.update().where(t.bisections.c.job_id == job_id).values(
+                result=update.result, seen=update.seen, updated_at=time.time()))
+        return update.runs

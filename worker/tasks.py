@@ -25,6 +25,7 @@ from tvmrepro.queue import RUN_TASK
 from tvmrepro.results import Result, Status
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store
+from worker.bisection import after_run
 from worker.runner import run_variant
 from worker.runtimes import make_runtime
 from worker.runtimes.base import Runtime
@@ -92,4 +93,5 @@ def run(self: Task, run_id: str) -> str:
     if claim.action is Action.SKIP:
         return "skipped"
     stored = ctx.store.finish(run_id, execute(ctx, claim))
+    after_run(self.app, ctx.store, claim.job_id)  # a bisect job's next step, if it is one
     return "stored" if stored else "duplicate"

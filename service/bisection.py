@@ -1,0 +1,92 @@
+"""Bisect jobs on the API's side: validate one, start it, read its bisect object."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from tvmrepro.bisect_jobs import current, start
+from tvmrepro.bisection import Options, parse_oracle
+from tvmrepro.cases import Case
+from tvmrepro.environments import Catalog, Environment
+from tvmrepro.errors import BadInput
+from tvmrepro.lifecycle import JobStatus
+from tvmrepro.models import Bisection, JobRequest
+from tvmrepro.store import Store
+
+BISECT_ONLY = ("variant", "oracle", "reference", "repeat", "strategy")
+Publish = Callable[[list[dict[str, Any]]], None]
+
+
+def refuse_bisect_fields(request: JobRequest) -> None:
+    """A run job given a bisect job's field: BadInput naming it."""
+    for name in BISECT_ONLY:
+        if name in request.model_fields_set:
+            raise BadInput(name, "only a bisect job takes it (kind: 'bisect')")
+
+
+def _variant(request: JobRequest, case: Case) -> str:
+    if request.variants is not None:
+        raise BadInput("variants", "a bisect job takes one 'variant', not 'variants'")
+    if request.variant is not None:
+        case.variant(request.variant)  # BadInput naming "variant"
+        return request.variant
+    if len(case.variant_names) != 1:
+        raise BadInput("variant", f"the case has {len(case.variant_names)} variants; name one "
+                                  f"of {case.variant_names}")
+    return case.variant_names[0]
+
+
+def bisect_options(request: JobRequest, case: Case, envs: list[Environment],
+                   catalog: Catalog) -> Options:
+    """The options of a bisect job, each checked; BadInput names the wrong field."""
+    if len({env.device for env in envs}) > 1:
+        raise BadInput("environments", "a bisection follows one device's releases; name "
+                                       "environments of one device")
+    if len(envs) < 2:
+        raise BadInput("environments", "a bisection needs at least two environments")
+    ids = [env.id for env in envs]
+    if request.reference is not None:
+        catalog.get(request.reference, "reference")
+        if request.reference not in ids:
+            raise BadInput("reference", f"{request.reference!r} is not one of the bisected "
+                                        f"environments {ids}")
+    oracle = parse_oracle(request.oracle)
+    return Options(environments=ids, variant=_variant(request, case), oracle=oracle.text,
+                   reference=request.reference, repeat=request.repeat,
+                   strategy=request.strategy, bypass_cache=request.bypass_cache)
+
+
+def start_bisect(store: Store, catalog: Catalog, publish: Publish, case: Case,
+                 options: Options, cap: int, now: float) -> str:
+    """Store and publish a bisect job's first probes; its id (QueueFull: nothing stored)."""
+    if len(options.environments) * options.repeat > cap:
+        raise BadInput("repeat", f"the bisection makes up to "
+                                 f"{len(options.environments) * options.repeat} runs; this "
+                                 f"service queues at most {cap}")
+    job = {"id": uuid.uuid4().hex, "kind": "bisect", "title": case.title,
+           "case": case.model_dump(mode="json", exclude_defaults=True),
+           "environments": options.environments, "variants": [options.variant],
+           "bypass_cache": options.bypass_cache, "created_at": now}
+    publish(start(store, job, case, options, catalog, cap))
+    return str(job["id"])
+
+
+def read_bisect(store: Store, catalog: Catalog, publish: Publish,
+                job: dict[str, Any]) -> tuple[dict[str, Any], Bisection | None]:
+    """The job (read again if a late step added runs) and its bisect object."""
+    found, added = current(store, job, catalog)
+    if added:
+        publish(added)
+    if found is None:
+        return job, None
+    return (store.job(job["id"]) or job), Bisection.model_validate(found)
+
+
+def bisect_status(status: JobStatus, bisect: Bisection | None) -> JobStatus:
+    """A bisection with probes still to plan is running, even when every run so far is done."""
+    if bisect is not None and not bisect.finished and status in (JobStatus.DONE,
+                                                                 JobStatus.FAILED):
+        return JobStatus.RUNNING
+    return status

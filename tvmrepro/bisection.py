@@ -1,0 +1,351 @@
+"""Bisection across releases, as pure logic: oracles, probes, transitions, the verdict.
+
+An oracle judges one run `bad`, `good` or `skip`; a probe is every run (the
+repeats) of one environment; transitions are the changes of verdict between
+neighbouring decided (good or bad) probes, with the environments between them
+that could hide the change as `candidates`. Nothing here does I/O: the
+service, the workers and the command line feed it results and store or print
+what it says.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from itertools import pairwise
+from typing import Any
+
+from tvmrepro.errors import BadInput
+from tvmrepro.results import Status
+
+FAILING = frozenset({Status.ERROR, Status.CRASH, Status.TIMEOUT, Status.OOM})
+ALWAYS_SKIP = frozenset({Status.INCOMPATIBLE, Status.INFRA_ERROR})
+STRATEGIES = ("all", "binary")
+DEFAULT_ORACLE = "failure"
+MAX_REGEX_CHARS = 500
+# `output`: two float sums agree within OUTPUT_RTOL of the larger one plus OUTPUT_ATOL per
+# element: the summaries carry a sum, not the values, so this is what "close" can mean.
+OUTPUT_RTOL = 1e-5
+OUTPUT_ATOL = 1e-6
+
+
+class Verdict(str, Enum):
+    """What an oracle says of one run, or of a probe."""
+
+    GOOD = "good"
+    BAD = "bad"
+    SKIP = "skip"
+    FLAKY = "flaky"  # a probe whose repeats disagree
+
+
+class Outcome(str, Enum):
+    """What a bisection found."""
+
+    UNCHANGED = "unchanged"
+    CHANGED = "changed"
+    NON_MONOTONIC = "non_monotonic"
+    INCONCLUSIVE = "inconclusive"
+
+
+@dataclass(frozen=True)
+class Oracle:
+    """A parsed oracle: its kind (failure, status, signature, regex, output) and argument."""
+
+    kind: str
+    argument: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The oracle as the user writes it."""
+        return self.kind if self.argument is None else f"{self.kind}:{self.argument}"
+
+    @property
+    def needs_reference(self) -> bool:
+        """Whether bad is judged against a reference environment's run."""
+        return self.argument is None and self.kind in ("signature", "output")
+
+    @property
+    def needs_log(self) -> bool:
+        """Whether the run's log is read (regex)."""
+        return self.kind == "regex"
+
+
+def parse_oracle(text: str) -> Oracle:
+    """An oracle from its text; BadInput naming `oracle` when it is not one."""
+    kind, colon, argument = text.partition(":")
+    if kind in ("failure", "output") and not colon:
+        return Oracle(kind)
+    if kind == "signature":
+        if colon and not argument:
+            raise BadInput("oracle", "signature:<text> needs the text to look for")
+        return Oracle(kind, argument if colon else None)
+    if kind == "status" and colon:
+        allowed = sorted(s.value for s in Status if s not in ALWAYS_SKIP)
+        if argument not in allowed:
+            raise BadInput("oracle", f"status:{argument} is not one of status:"
+                                     f"{', status:'.join(allowed)} (incompatible and "
+                                     "infra_error runs are always skip)")
+        return Oracle(kind, argument)
+    if kind == "regex" and colon:
+        if not argument or len(argument) > MAX_REGEX_CHARS:
+            raise BadInput("oracle", f"regex:<pattern> needs a pattern of 1 to "
+                                     f"{MAX_REGEX_CHARS} characters")
+        try:
+            re.compile(argument)
+        except re.error as exc:
+            raise BadInput("oracle", f"regex:{argument} is not a regular expression: "
+                                     f"{exc}") from exc
+        return Oracle(kind, argument)
+    raise BadInput("oracle", f"unknown oracle {text!r}; use failure, status:<s>, signature, "
+                             "signature:<text>, regex:<pattern> or output")
+
+
+# Outputs ---------------------------------------------------------------------
+
+def _size(shape: list[int]) -> int:
+    return math.prod(shape) if shape else 1
+
+
+def _sums_close(a: float, b: float, size: int) -> bool:
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return abs(a - b) <= OUTPUT_ATOL * size + OUTPUT_RTOL * max(abs(a), abs(b))
+
+
+def outputs_agree(a: Any, b: Any) -> bool:
+    """Whether two output summaries agree: same shapes and dtypes, same bytes or close sums."""
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(outputs_agree(x, y) for x, y in zip(a, b, strict=True))
+    if not (isinstance(a, dict) and isinstance(b, dict)):
+        return bool(a == b)
+    if "value" in a or "value" in b:
+        return a.get("value") == b.get("value")
+    if a.get("shape") != b.get("shape") or a.get("dtype") != b.get("dtype"):
+        return False
+    if a.get("sha256") == b.get("sha256"):
+        return True
+    return _sums_close(float(a.get("sum", math.nan)), float(b.get("sum", math.nan)),
+                       _size(a.get("shape") or []))
+
+
+# Judging runs ----------------------------------------------------------------
+
+def judge(oracle: Oracle, result: dict[str, Any], reference: dict[str, Any] | None) -> Verdict:
+    """One run's verdict; `result` may carry its log text under "log_text" (regex)."""
+    status = Status(result["status"])
+    if status in ALWAYS_SKIP:
+        return Verdict.SKIP
+    bad: bool
+    if oracle.kind == "failure":
+        bad = status in FAILING
+    elif oracle.kind == "status":
+        bad = status.value == oracle.argument
+    elif oracle.kind == "signature" and oracle.argument is not None:
+        bad = oracle.argument in (result.get("signature") or "")
+    elif oracle.kind == "signature":
+        wanted = (reference or {}).get("signature")
+        bad = wanted is not None and result.get("signature") == wanted
+    elif oracle.kind == "regex":
+        text = f"{result.get('message') or ''}\n{result.get('log_text') or ''}"
+        bad = re.search(oracle.argument or "", text) is not None
+    else:  # output: a run without outputs (it failed) has outputs that differ too
+        if reference is None:
+            return Verdict.SKIP
+        bad = status is not Status.OK or not outputs_agree(result.get("outputs"),
+                                                           reference.get("outputs"))
+    return Verdict.BAD if bad else Verdict.GOOD
+
+
+def combine(verdicts: list[Verdict]) -> Verdict:
+    """A probe's verdict from its repeats: skips aside, agreeing runs decide, else flaky."""
+    decided = {v for v in verdicts if v is not Verdict.SKIP}
+    if not decided:
+        return Verdict.SKIP
+    return decided.pop() if len(decided) == 1 else Verdict.FLAKY
+
+
+# Probes ----------------------------------------------------------------------
+
+@dataclass
+class Observation:
+    """One run of a bisection: its environment, id, and result (None until it has one)."""
+
+    environment: str
+    run_id: str
+    result: dict[str, Any] | None = None
+
+
+@dataclass
+class Probe:
+    """Every run of one environment, and the verdict they give."""
+
+    environment: str
+    runs: list[Observation] = field(default_factory=list)
+    verdict: Verdict | None = None  # None while a run is unfinished
+
+    @property
+    def done(self) -> bool:
+        """Every run of the probe has a result."""
+        return all(run.result is not None for run in self.runs)
+
+    def first(self) -> dict[str, Any]:
+        """The first run's result (the probe's status, stage and signature)."""
+        return self.runs[0].result or {}
+
+    def to_json(self) -> dict[str, Any]:
+        """The probe as CONTRACT.md shapes it (plus every repeat's status)."""
+        first = self.first()
+        found = {"environment": self.environment, "verdict": self.verdict.value if self.verdict
+                 else None, "status": first.get("status"), "stage": first.get("stage"),
+                 "signature": first.get("signature"), "runs": [r.run_id for r in self.runs]}
+        if len(self.runs) > 1:
+            found["statuses"] = [(r.result or {}).get("status") for r in self.runs]
+        return found
+
+
+def group_probes(environments: list[str], observations: list[Observation]) -> dict[str, Probe]:
+    """Environment -> its probe, for the environments of the range that have runs."""
+    probes: dict[str, Probe] = {}
+    for obs in observations:
+        if obs.environment in environments:
+            probes.setdefault(obs.environment, Probe(obs.environment)).runs.append(obs)
+    return {env: probes[env] for env in environments if env in probes}
+
+
+def pick_reference(oracle: Oracle, probes: dict[str, Probe],
+                   chosen: str | None) -> tuple[str | None, dict[str, Any] | None]:
+    """The reference environment and run: the one chosen, else the newest that fails
+    (for `output`: the newest that ran to the end with outputs)."""
+    if not oracle.needs_reference:
+        return None, None
+    if chosen is not None:
+        probe = probes.get(chosen)
+        return chosen, (probe.first() if probe and probe.done else None)
+    for env in reversed(list(probes)):
+        probe = probes[env]
+        if not probe.done:
+            continue
+        first = probe.first()
+        if oracle.kind == "signature" and Status(first["status"]) in FAILING:
+            return env, first
+        if oracle.kind == "output" and first["status"] == Status.OK and first.get("outputs"):
+            return env, first
+    return None, None
+
+
+# Transitions and the verdict -------------------------------------------------
+
+def transitions(environments: list[str], probes: dict[str, Probe]) -> list[dict[str, Any]]:
+    """Every change of verdict between neighbouring decided probes, with its candidates."""
+    decided = [p for p in probes.values() if p.verdict in (Verdict.GOOD, Verdict.BAD)]
+    index = {env: n for n, env in enumerate(environments)}
+    found = []
+    for before, after in pairwise(decided):
+        if before.verdict is after.verdict:
+            continue
+        assert before.verdict is not None and after.verdict is not None
+        # Between two neighbouring decided probes everything is skipped, flaky or unprobed.
+        between = environments[index[before.environment] + 1:index[after.environment]]
+        found.append({"before": before.environment, "after": after.environment,
+                      "from": before.verdict.value, "to": after.verdict.value,
+                      "candidates": between})
+    return found
+
+
+def outcome(environments: list[str], probes: dict[str, Probe],
+            changes: list[dict[str, Any]]) -> Outcome:
+    """unchanged, changed, non_monotonic or inconclusive (CONTRACT.md, "Bisection")."""
+    if len(changes) > 1:
+        return Outcome.NON_MONOTONIC
+    if len(changes) == 1:
+        return Outcome.INCONCLUSIVE if changes[0]["candidates"] else Outcome.CHANGED
+    decided = [p for p in probes.values() if p.verdict in (Verdict.GOOD, Verdict.BAD)]
+    unprobed = [env for env in environments if env not in probes or not probes[env].done]
+    # Agreeing ends with unprobed releases between them could hide a bug that came and went.
+    return Outcome.UNCHANGED if decided and not unprobed else Outcome.INCONCLUSIVE
+
+
+def next_probes(environments: list[str], probes: dict[str, Probe]) -> list[str]:
+    """The binary strategy's next environments: both ends first, then halves (none: done)."""
+    if any(not p.done for p in probes.values()):
+        return []  # decide on finished probes only
+    unprobed = [env for env in environments if env not in probes]
+    ends = [env for env in (environments[0], environments[-1]) if env in unprobed]
+    decided = [p for p in probes.values() if p.verdict in (Verdict.GOOD, Verdict.BAD)]
+    if ends or not decided:  # skipped ends: move inwards from the outside
+        return list(dict.fromkeys(ends or unprobed[:1] + unprobed[-1:]))
+    if len(decided) == 1:  # look for a second decided probe on the side of a skipped end
+        cut = environments.index(decided[0].environment)
+        left, right = [e for e in unprobed if environments.index(e) < cut], \
+            [e for e in unprobed if environments.index(e) > cut]
+        return left[:1] or right[-1:]
+    if decided[0].verdict is decided[-1].verdict:
+        return []  # the ends agree: say inconclusive rather than guess
+    index = {env: n for n, env in enumerate(environments)}
+    for before, after in pairwise(decided):
+        if before.verdict is after.verdict:
+            continue
+        gap = [env for env in environments[index[before.environment] + 1:
+                                           index[after.environment]] if env in unprobed]
+        if gap:
+            return [gap[len(gap) // 2]]
+    return []
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a bisection was asked: the range, the variant, the oracle, and how to probe."""
+
+    environments: list[str]
+    variant: str
+    oracle: str = DEFAULT_ORACLE
+    reference: str | None = None
+    repeat: int = 1
+    strategy: str = "all"
+    bypass_cache: bool = False  # the first repeat too runs again
+
+
+def initial_probes(options: Options) -> list[str]:
+    """The environments probed first: every one (all), or both ends (binary)."""
+    if options.strategy == "all":
+        return list(options.environments)
+    first = next_probes(options.environments, {})
+    if options.reference and options.reference not in first:
+        first.append(options.reference)  # the reference's run judges the others
+    return first
+
+
+def evaluate(options: Options, observations: list[Observation]) -> tuple[dict[str, Any], list[str]]:
+    """The bisect object (CONTRACT.md) for these runs, and the environments to probe next."""
+    oracle = parse_oracle(options.oracle)
+    envs = options.environments
+    probes = group_probes(envs, observations)
+    ref_env, ref_run = pick_reference(oracle, probes, options.reference)
+    # A chosen reference judges the others only once its own run is in.
+    waiting = oracle.needs_reference and options.reference is not None and ref_run is None
+    for probe in probes.values():
+        if probe.done and not waiting:
+            probe.verdict = combine([judge(oracle, run.result or {}, ref_run)
+                                     for run in probe.runs])
+    upcoming = next_probes(envs, probes) if options.strategy == "binary" and not waiting else []
+    pending = [p for p in probes.values() if not p.done]
+    changes = transitions(envs, probes)
+    verdict = outcome(envs, probes, changes)
+    changed = verdict is Outcome.CHANGED
+    done = sum(p.done for p in probes.values())
+    found = {
+        "oracle": oracle.text, "environments": envs, "variant": options.variant,
+        "probes": [p.to_json() for p in probes.values() if p.verdict is not None],
+        "transitions": changes, "verdict": verdict.value,
+        "first_changed": changes[0]["after"] if changed else None,
+        "last_before_change": changes[0]["before"] if changed else None,
+        "reference": ref_env,
+        "reference_signature": (ref_run or {}).get("signature") if oracle.kind == "signature"
+        else None,
+        "strategy": options.strategy, "repeat": options.repeat,
+        "progress": {"done": done, "total": len(probes) + len(upcoming)},
+        "finished": not pending and not upcoming and not waiting,
+    }
+    return found, upcoming

@@ -1,0 +1,25 @@
+"""After a run of a bisect job is stored: advance the bisection and publish its next probes."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import Celery
+
+from tvmrepro.bisect_jobs import advance
+from tvmrepro.environments import default_catalog
+from tvmrepro.queue import publish_run
+from tvmrepro.store import Store
+
+log = logging.getLogger(__name__)
+
+
+def after_run(app: Celery, store: Store, job_id: str) -> None:
+    """Advance the job's bisection, if it is a bisect job, and publish the runs it added."""
+    try:
+        for run in advance(store, job_id, default_catalog()):
+            publish_run(app, run["id"], run["environment"])
+    except Exception:
+        # The run's result is stored; the next reader of the job (the API) advances the
+        # bisection, and the recovery sweep publishes runs stored but not published.
+        log.exception("advancing the bisection of job %s failed", job_id)
