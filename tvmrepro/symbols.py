@@ -1,0 +1,130 @@
+"""The symbol trace: follow a global function that an error names through each run's passes.
+
+An error such as "Cannot find ffi::Function fused_relax_nn_attention_cutlass_gv"
+names a global function that some pass created, renamed or removed. Every run
+records the function table after each pass (name and kind), so the story of
+that name can be read off the tables: after which pass it first appears, when it
+changes kind (a Relax function that became a PrimFunc), when it is renamed (it
+disappears and a name of the same stem with another numeric suffix appears,
+e.g. `..._gv` -> `..._gv1`, as IRModule name deduplication does) and when it is
+removed. Tables name functions of the module, so a name that no table holds
+is not traced.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SUFFIX = re.compile(r"\d+$")
+
+Table = dict[str, str]  # function name -> kind, after one pass
+
+
+class SymbolEvent(BaseModel):
+    """What one pass did to the traced function."""
+
+    step: int = Field(description="1-based index of the pass in the variant")
+    pass_name: str
+    event: Literal["appeared", "renamed", "kind_changed", "removed"]
+    name: str = Field(description="the function's name after the pass (before it, if removed)")
+    kind: str | None = None
+    previous: str | None = Field(default=None, description="old name, or old kind")
+
+
+class SymbolTrace(BaseModel):
+    """One symbol's story in one run (a variant in an environment)."""
+
+    symbol: str
+    variant: str
+    environment: str
+    events: list[SymbolEvent]
+    final_name: str | None = Field(description="its name after the last pass (None: gone)")
+
+    def summary(self) -> str:
+        """One line for people, e.g. 'appeared after LambdaLift (2); renamed ... (3)'."""
+        if not self.events:
+            return "never in the module"
+        return "; ".join(_describe(event) for event in self.events)
+
+
+def _describe(event: SymbolEvent) -> str:
+    where = f"{event.pass_name} ({event.step})"
+    if event.event == "appeared":
+        return f"appears after {where} as {event.kind}"
+    if event.event == "renamed":
+        return f"renamed to {event.name} by {where}"
+    if event.event == "kind_changed":
+        return f"becomes a {event.kind} (was {event.previous}) in {where}"
+    return f"removed by {where}"
+
+
+def tables(passes: Iterable[dict[str, Any]]) -> list[tuple[str, Table]]:
+    """(pass name, {function: kind}) after each pass of a result's `passes`."""
+    return [(p["name"], {f["name"]: f.get("kind", "") for f in p.get("functions") or []})
+            for p in passes]
+
+
+def named_symbols(message: str, known: set[str]) -> list[str]:
+    """The global functions an error message names: identifiers that some pass table holds."""
+    return list(dict.fromkeys(w for w in _IDENTIFIER.findall(message or "") if w in known))
+
+
+def _renamed(name: str, before: Table, after: Table) -> str | None:
+    """The new name of `name` when it vanished and one name of the same stem appeared."""
+    stem = _SUFFIX.sub("", name)
+    fresh = [n for n in after if n not in before and _SUFFIX.sub("", n) == stem]
+    return fresh[0] if len(fresh) == 1 else None
+
+
+def trace(symbol: str, steps: list[tuple[str, Table]]) -> tuple[list[SymbolEvent], str | None]:
+    """The events of `symbol` over the pass tables, and its name after the last one."""
+    events: list[SymbolEvent] = []
+    current: str | None = None
+    previous: Table = {}
+    for step, (pass_name, table) in enumerate(steps, start=1):
+        if current is None:
+            if symbol in table and symbol not in previous:
+                current = symbol
+                events.append(SymbolEvent(step=step, pass_name=pass_name, event="appeared",
+                                          name=symbol, kind=table[symbol]))
+        elif current not in table:
+            new = _renamed(current, previous, table)
+            events.append(SymbolEvent(step=step, pass_name=pass_name,
+                                      event="renamed" if new else "removed", name=new or current,
+                                      kind=table.get(new or ""), previous=current if new else None))
+            current = new
+        elif table[current] != previous.get(current):
+            events.append(SymbolEvent(step=step, pass_name=pass_name, event="kind_changed",
+                                      name=current, kind=table[current], previous=previous[current]))
+        previous = table
+    return events, current
+
+
+def symbol_traces(runs: list[dict[str, Any]]) -> list[SymbolTrace]:
+    """Traces of every symbol that an error of these runs names, in every run of the job.
+
+    Each run is a dict with `variant`, `environment`, `message` and `passes` (the
+    result's per-pass function tables). The symbols come from the failing runs'
+    messages; they are traced in every run, so that a variant that works shows
+    what it did differently.
+    """
+    run_tables = [(run, tables(run.get("passes") or [])) for run in runs]
+    known = {name for _, steps in run_tables for _, table in steps for name in table}
+    symbols: list[str] = []
+    for run, _ in run_tables:
+        for name in named_symbols(run.get("message") or "", known):
+            if name not in symbols:
+                symbols.append(name)
+    traces = []
+    for symbol in symbols:
+        for run, steps in run_tables:
+            events, final = trace(symbol, steps)
+            traces.append(SymbolTrace(symbol=symbol, variant=run["variant"],
+                                      environment=run["environment"], events=events,
+                                      final_name=final))
+    return traces
