@@ -11,9 +11,10 @@ from typing import Any
 import click
 
 from cli.output import error_console, print_json, print_runs
-from tvmrepro.cases import Case, check_pass_names, load_case_file
+from tvmrepro.cases import Case, load_case_file
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput, ReproError
+from tvmrepro.fanout import fan_out, select_variants
 from tvmrepro.settings import Settings
 
 EXIT_BAD_INPUT = 2
@@ -98,30 +99,23 @@ def _selected_envs(env_ids: tuple[str, ...]) -> list[Environment]:
 
 
 def _variants(case: Case, names: tuple[str, ...]) -> list[str]:
-    for name in names:
-        case.variant(name)
-    return list(names) or case.variant_names
+    return select_variants(case, names, "--variant")
 
 
 def run_locally(case: Case, envs: list[Environment], variants: list[str],
                 runtime_name: str) -> list[dict[str, Any]]:
     """Run every variant in every environment here, without the service."""
-    from worker.provision import provision
     from worker.runner import run_variant
     from worker.runtimes import make_runtime
 
-    settings = Settings.from_env()
-    runtime = make_runtime(runtime_name, settings)
-    if runtime_name == "local":
-        known: set[str] = set()
-        for environment in envs:
-            known.update(provision(settings, environment).get("passes", []))
-        check_pass_names(case, known)
+    runtime = make_runtime(runtime_name, Settings.from_env())
+    # The local runtime provisions what is missing; Docker asks each environment's image.
+    fingerprints = {environment.id: runtime.fingerprint(environment) for environment in envs}
     runs = []
-    for environment in envs:
-        for variant in variants:
-            error_console().print(f"running {variant} on {environment.id} ...", highlight=False)
-            runs.append(run_variant(case, variant, environment, runtime).to_json())
+    for planned in fan_out(case, envs, fingerprints, variants, variant_field="--variant"):
+        error_console().print(f"running {planned.variant} on {planned.env.id} ...",
+                              highlight=False)
+        runs.append(run_variant(case, planned.variant, planned.env, runtime).to_json())
     return runs
 
 

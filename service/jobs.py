@@ -12,9 +12,10 @@ from celery import Celery
 from pydantic import ValidationError
 
 from service.matrix import build_matrix, compare, job_status
-from tvmrepro.cases import Case, bad_input, check_pass_names, parse_case
+from tvmrepro.cases import Case, bad_input, parse_case
 from tvmrepro.environments import Catalog, Environment, default_catalog
 from tvmrepro.errors import BadInput
+from tvmrepro.fanout import PlannedRun, fan_out
 from tvmrepro.lifecycle import RunState, cache_key
 from tvmrepro.models import (
     CellRef,
@@ -80,37 +81,25 @@ class JobService:
             raise BadInput("environments", "name at least one environment")
         return self.catalog.select(list(chosen))
 
-    def _check_case(self, request: JobRequest) -> tuple[Case, list[str]]:
+    def _case(self, request: JobRequest) -> Case:
         try:
-            case = parse_case(request.case)
-            known: set[str] = set()
-            for fingerprint in self.store.fingerprints().values():
-                known.update(fingerprint.get("passes") or [])
-            check_pass_names(case, known)
+            return parse_case(request.case)
         except BadInput as exc:
             raise _prefixed(exc, "case") from exc
-        variants = request.variants or case.variant_names
-        for index, name in enumerate(variants):
-            try:
-                case.variant(name)
-            except BadInput as exc:
-                raise BadInput(f"variants[{index}]", exc.problem) from exc
-        return case, list(dict.fromkeys(variants))
 
-    def _runs(self, job_id: str, case: Case, variants: list[str], envs: list[Environment],
-              bypass_cache: bool, now: float) -> list[dict[str, Any]]:
+    def _runs(self, job_id: str, case: Case, planned: list[PlannedRun], bypass_cache: bool,
+              now: float) -> list[dict[str, Any]]:
         runs: list[dict[str, Any]] = []
-        for variant in variants:
-            for env in envs:
-                key = cache_key(case, variant, env)
-                hit = None if bypass_cache else self.store.cached_result(key)
-                runs.append({
-                    "id": uuid.uuid4().hex, "job_id": job_id, "ordinal": len(runs),
-                    "variant": variant, "environment": env.id,
-                    "state": (RunState.DONE if hit else RunState.QUEUED).value,
-                    "cache_key": key, "cached": hit is not None, "result_id": hit,
-                    "timeout_s": case.timeout_s, "deliveries": 0, "created_at": now,
-                    "published_at": None if hit else now, "finished_at": now if hit else None})
+        for run in planned:
+            key = cache_key(case, run.variant, run.env)
+            hit = None if bypass_cache else self.store.cached_result(key)
+            runs.append({
+                "id": uuid.uuid4().hex, "job_id": job_id, "ordinal": len(runs),
+                "variant": run.variant, "environment": run.env.id,
+                "state": (RunState.DONE if hit else RunState.QUEUED).value,
+                "cache_key": key, "cached": hit is not None, "result_id": hit,
+                "timeout_s": case.timeout_s, "deliveries": 0, "created_at": now,
+                "published_at": None if hit else now, "finished_at": now if hit else None})
         return runs
 
     def submit(self, body: Any) -> JobView:
@@ -118,13 +107,15 @@ class JobService:
         request = self._request(body)
         if request.kind != "run":
             raise BadInput("kind", f"{request.kind!r} jobs are not served here; use 'run'")
-        case, variants = self._check_case(request)
+        case = self._case(request)
         envs = self._environments(request.environments)
-        if len(envs) * len(variants) > self.settings.max_queued_runs:
-            raise BadInput("environments", f"the job makes {len(envs) * len(variants)} runs; "
+        planned = fan_out(case, envs, self.store.fingerprints(), request.variants, case_field="case")
+        variants = list(dict.fromkeys(run.variant for run in planned))
+        if len(planned) > self.settings.max_queued_runs:
+            raise BadInput("environments", f"the job makes {len(planned)} runs; "
                            f"this service queues at most {self.settings.max_queued_runs}")
         job_id, now = uuid.uuid4().hex, time.time()
-        runs = self._runs(job_id, case, variants, envs, request.bypass_cache, now)
+        runs = self._runs(job_id, case, planned, request.bypass_cache, now)
         job = {"id": job_id, "kind": request.kind, "title": case.title,
                "case": case.model_dump(mode="json", exclude_defaults=True),
                "environments": [env.id for env in envs], "variants": variants,

@@ -8,6 +8,9 @@ from typing import Any
 import numpy as np
 
 DEFAULT_SHAPE_VAR = 4
+# Outputs are compared across releases by value, not only by hash: a sample of this
+# many elements at evenly spaced positions (all of them for a small output).
+SAMPLE_SIZE = 4096
 
 
 def _param_info(param: Any) -> Any:
@@ -48,11 +51,15 @@ def summarize(value: Any) -> Any:
     """Shape, dtype and checksums of an output (recursively for tuples)."""
     if hasattr(value, "numpy"):
         array = value.numpy()
+        flat = np.ascontiguousarray(array).reshape(-1)
+        sample = flat[:: max(1, -(-flat.size // SAMPLE_SIZE))].astype(np.float64)
         return {
             "shape": list(array.shape),
             "dtype": str(array.dtype),
             "sha256": hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest(),
             "sum": float(np.asarray(array, dtype=np.float64).sum()),
+            # JSON has no NaN or infinity: they are written as strings.
+            "sample": [v if np.isfinite(v) else str(v) for v in sample.tolist()],
         }
     if isinstance(value, list | tuple) or type(value).__name__ in ("Array", "ADT", "Tuple"):
         return [summarize(item) for item in value]
