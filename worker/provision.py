@@ -6,6 +6,11 @@ safe to run twice at once: a file lock per environment serializes makers,
 and an environment appears (by an atomic rename) only once it is complete
 and its TVM imports. Its fingerprint.json records the pins, TVM's libinfo
 and the pass names this TVM has.
+
+An environment id is a symbolic link to its current build. A sandbox holds the
+build it runs from (`in_use`: a shared lock on the build's directory), and a
+build that is no longer current is removed only once nobody holds it: by the
+next provisioning, or by the runtime when the last run from it ends.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +33,7 @@ from tvmrepro.errors import ProvisionError
 from tvmrepro.settings import Settings
 
 FINGERPRINT = "fingerprint.json"
+IN_USE_ATTEMPTS = 5  # the link moved under us this often in a row: give up
 # Run inside an environment (a local one, or an image): what TVM it really has.
 TVM_FACTS_PROBE = """
 import json, sys, tvm, tvm.relax
@@ -60,14 +67,82 @@ def read_fingerprint(settings: Settings, env: Environment) -> dict[str, Any] | N
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path, wait: bool = True) -> Iterator[bool]:
+    """Hold an exclusive lock on `path`; yields False (without holding it) when busy and not wait."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
         try:
-            yield
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _provision_lock(settings: Settings, env: Environment) -> Path:
+    return settings.envs_dir / f".{env.id}.lock"
+
+
+@contextmanager
+def in_use(settings: Settings, env: Environment) -> Iterator[Path]:
+    """env's current build directory, kept from removal while the block runs."""
+    link = env_dir(settings, env)
+    for _ in range(IN_USE_ATTEMPTS):
+        build = Path(os.path.realpath(link))
+        try:
+            fd = os.open(build, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            continue  # removed between reading the link and opening it
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            # Held, and still current: no provisioning can remove it now.
+            if Path(os.path.realpath(link)) == build and (build / FINGERPRINT).is_file():
+                yield build
+                return
+        finally:
+            os.close(fd)  # releases the lock
+    raise ProvisionError(f"environment {env.id} kept changing or vanished while a run started")
+
+
+def _builds(settings: Settings, env: Environment) -> list[Path]:
+    """Every build directory of env (current, old, or left by a provisioning that died)."""
+    if not settings.envs_dir.is_dir():
+        return []
+    return [p for p in settings.envs_dir.glob(f".{env.id}.*") if p.is_dir() and not p.is_symlink()]
+
+
+def _remove_if_unused(build: Path) -> bool:
+    try:
+        fd = os.open(build, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False  # a sandbox runs from it: the next collection takes it
+    try:
+        shutil.rmtree(build, ignore_errors=True)
+    finally:
+        os.close(fd)
+    return True
+
+
+def collect_builds(settings: Settings, env: Environment, wait: bool = True) -> list[Path]:
+    """Remove env's builds that are not current and not in use; the ones removed.
+
+    Under the environment's provisioning lock (so no build in progress is taken);
+    with wait=False it does nothing while someone provisions.
+    """
+    with _locked(_provision_lock(settings, env), wait) as locked:
+        if not locked:
+            return []
+        link = env_dir(settings, env)
+        current = Path(os.path.realpath(link)) if link.is_symlink() else None
+        return [b for b in _builds(settings, env) if b != current and _remove_if_unused(b)]
 
 
 def base_interpreter(version: str) -> str:
@@ -89,8 +164,7 @@ def _uv(args: list[str], settings: Settings) -> None:
     # The system's certificate store: package indexes behind a TLS-inspecting proxy need it.
     env = {**os.environ, "UV_CACHE_DIR": str(settings.cache_dir), "UV_PYTHON_DOWNLOADS": "never",
            "UV_NATIVE_TLS": "1"}
-    wheelhouse = os.environ.get("TVMREPRO_WHEELHOUSE")
-    extra = ["--find-links", wheelhouse] if wheelhouse else []
+    extra = ["--find-links", str(settings.wheelhouse)] if settings.wheelhouse else []
     proc = subprocess.run([sys.executable, "-m", "uv", *args, *extra], env=env,
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -111,7 +185,7 @@ def provision(settings: Settings, env: Environment) -> dict[str, Any]:
     existing = read_fingerprint(settings, env)
     if existing:
         return existing
-    with _locked(settings.envs_dir / f".{env.id}.lock"):
+    with _locked(_provision_lock(settings, env)):
         existing = read_fingerprint(settings, env)
         if existing:  # another process made it while we waited for the lock
             return existing
@@ -122,6 +196,7 @@ def provision(settings: Settings, env: Environment) -> dict[str, Any]:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
+    collect_builds(settings, env)
     return fingerprint
 
 
@@ -141,14 +216,11 @@ def _build(settings: Settings, env: Environment, venv: Path) -> dict[str, Any]:
 def _publish(target: Path, built: Path) -> None:
     """Point `target` at the new build in one atomic step; readers never see it missing.
 
-    `target` is a symbolic link to the build's directory. A sandbox started from the
-    old build keeps its own mount of it; old builds go when the next one is published.
+    `target` is a symbolic link to the build's directory. The previous build stays
+    until `collect_builds` finds nobody using it.
     """
     link = built.with_name(built.name + ".link")
     link.symlink_to(built.name)
-    if target.is_dir() and not target.is_symlink():  # a layout without links: replace it
-        shutil.rmtree(target)
-    previous = os.readlink(target) if target.is_symlink() else None
+    if target.is_dir() and not target.is_symlink():  # a layout without links: an old build now
+        os.rename(target, target.with_name(f".{target.name}.unlinked-{time.time_ns()}"))
     os.replace(link, target)
-    if previous and previous != built.name:
-        shutil.rmtree(target.parent / previous, ignore_errors=True)

@@ -1,4 +1,7 @@
-"""Where a run happens: a sandboxed local process, or a fresh container (docker.py)."""
+"""Where a run happens: a sandboxed local process, or a fresh container (docker.py).
+
+`fake` (fake.py) runs nothing and reports scripted outcomes: for tests only.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def make_runtime(name: str, settings: Settings) -> Runtime:
-    """The runtime called `name` ("local" or "docker")."""
+    """The runtime called `name` ("local", "docker", or "fake" for tests)."""
     if name == "local":
         from worker.runtimes.local import LocalRuntime
 
@@ -21,4 +24,8 @@ def make_runtime(name: str, settings: Settings) -> Runtime:
         from worker.runtimes.docker import DockerRuntime
 
         return DockerRuntime(settings)
-    raise BadInput("runtime", f"unknown runtime {name!r}; known: local, docker")
+    if name == "fake":
+        from worker.runtimes.fake import FakeRuntime
+
+        return FakeRuntime(settings)
+    raise BadInput("runtime", f"unknown runtime {name!r}; known: local, docker, fake")

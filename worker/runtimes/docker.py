@@ -31,10 +31,18 @@ from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
 
 from tvmrepro.environments import Environment
 from tvmrepro.errors import RuntimeFault
+from tvmrepro.lifecycle import harness_digest
 from tvmrepro.liveness import process_token, token_alive
 from tvmrepro.settings import Settings
 from worker.images import HARNESS_LABEL, PACKAGES_LABEL, pins_text
-from worker.runtimes.base import FILE_SIZE_CAP, Execution, SandboxJob, parse_events, signal_name
+from worker.runtimes.base import (
+    CappedOutput,
+    Execution,
+    Limits,
+    SandboxJob,
+    parse_events,
+    signal_name,
+)
 from worker.runtimes.local import sandbox_environ
 
 RUN_LABEL, JOB_LABEL = "tvmrepro.run", "tvmrepro.job"
@@ -43,8 +51,6 @@ SANDBOX_USER = "10001:10001"  # made by the image recipes
 OUT_DIR, SCRATCH_DIR = "/out", "/tmp"
 CASE_FILE, EVENTS_FILE = f"{OUT_DIR}/case.json", f"{OUT_DIR}/events.jsonl"
 HARNESS_PATH = "/opt/harness"
-TMPFS_MAX_MB = 1024
-OPEN_FILES_CAP = 4096
 EVENTS_READ_CAP = 64 << 20  # what is read back of events.jsonl
 CONTAINER_LOG_CAP = "1m"  # the engine's own copy of the output (docker logs), per container
 # Beyond its time limit a run is killed by us; this much later the container ends itself
@@ -75,25 +81,25 @@ def container_environ() -> dict[str, str]:
 def sandbox_host_config(client: docker.DockerClient, job: SandboxJob,
                         settings: Settings) -> dict[str, Any]:
     """Every limit and security flag of a sandbox container, in one place."""
-    memory = f"{job.memory_mb}m"
-    tmp_mb = min(job.memory_mb, TMPFS_MAX_MB)
+    limits = Limits.of(job, settings)
+    memory = f"{limits.memory_mb}m"
     gpus = [DeviceRequest(count=-1, capabilities=[["gpu"]])] if job.env.device == "cuda" else None
     host_config: dict[str, Any] = client.api.create_host_config(
         network_mode="none",
         read_only=True,
         # TVM compiles and dlopens its kernels here, hence exec.
-        tmpfs={SCRATCH_DIR: f"rw,exec,nosuid,nodev,size={tmp_mb}m,mode=1777"},
+        tmpfs={SCRATCH_DIR: f"rw,exec,nosuid,nodev,size={limits.tmpfs_mb}m,mode=1777"},
         mounts=[Mount(target=OUT_DIR, source=None, type="volume")],
         cap_drop=["ALL"],
         security_opt=["no-new-privileges"],
-        pids_limit=settings.sandbox_pids,
+        pids_limit=limits.pids,
         mem_limit=memory,
         memswap_limit=memory,  # equal: no swap on top of the limit
-        nano_cpus=int(settings.sandbox_cpus * 1e9),
+        nano_cpus=int(limits.cpus * 1e9),
         init=True,  # reaps orphans; the harness's exit status (128+N for a signal) is ours
         # fsize also bounds events.jsonl on the /out volume.
-        ulimits=[Ulimit(name="fsize", soft=FILE_SIZE_CAP, hard=FILE_SIZE_CAP),
-                 Ulimit(name="nofile", soft=OPEN_FILES_CAP, hard=OPEN_FILES_CAP),
+        ulimits=[Ulimit(name="fsize", soft=limits.file_size, hard=limits.file_size),
+                 Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
                  Ulimit(name="core", soft=0, hard=0)],
         log_config=LogConfig(type="json-file",
                              config={"max-size": CONTAINER_LOG_CAP, "max-file": "1"}),
@@ -136,30 +142,27 @@ class _OutputReader(threading.Thread):
 
     def __init__(self, stream: Any, cap: int) -> None:
         super().__init__(daemon=True)
-        self.stream, self.cap = stream, cap
-        self.kept = [bytearray(), bytearray()]
-        self.truncated = False
+        self.stream = stream
+        self.outputs = (CappedOutput(cap), CappedOutput(cap))  # stdout, stderr
 
     def run(self) -> None:
         """Read until the container's streams close."""
         try:
             for frames in self.stream:
-                for kept, chunk in zip(self.kept, frames, strict=True):
+                for output, chunk in zip(self.outputs, frames, strict=True):
                     if chunk:
-                        self._keep(kept, chunk)
+                        output.keep(chunk)
         except (docker.errors.DockerException, requests.exceptions.RequestException, OSError):
             pass  # the container was removed under the stream: what we have is what there is
 
-    def _keep(self, kept: bytearray, chunk: bytes) -> None:
-        room = self.cap - len(kept)
-        if len(chunk) > room:
-            self.truncated = True
-        if room > 0:
-            kept += chunk[:room]
+    @property
+    def truncated(self) -> bool:
+        """Whether either stream was cut."""
+        return any(output.truncated for output in self.outputs)
 
     def text(self, index: int) -> str:
         """stdout (0) or stderr (1) as kept, decoded."""
-        return self.kept[index].decode(errors="replace")
+        return self.outputs[index].text()
 
 
 class DockerRuntime:
@@ -173,6 +176,7 @@ class DockerRuntime:
         self.owner = process_token()
         self._images: dict[str, str] = {}
         self._harness: dict[str, str | None] = {}  # image id -> its harness digest label
+        self._fingerprints: dict[str, dict[str, Any]] = {}  # image id -> what its TVM has
         self.swept = self.sweep()
 
     def sweep(self) -> list[str]:
@@ -208,7 +212,7 @@ class DockerRuntime:
             print(f"tvmrepro: could not remove container {container_id[:12]}: {exc}", flush=True)
 
     def image_id(self, env: Environment) -> str:
-        """The id of env's image, checked to carry env's pins; RuntimeFault if missing or stale."""
+        """The id of env's image, checked to carry env's pins and this harness; else RuntimeFault."""
         if env.id in self._images:
             return self._images[env.id]
         hint = f"build it with: tvmrepro images build {env.id}"
@@ -221,6 +225,10 @@ class DockerRuntime:
         labels = (info.get("Config") or {}).get("Labels") or {}
         if labels.get(PACKAGES_LABEL) != pins_text(env):
             raise RuntimeFault(f"image {env.image} does not carry the pins of {env.id}; {hint}")
+        # Its results would be cached under this harness's key: a stale harness must not run.
+        if labels.get(HARNESS_LABEL) != harness_digest():
+            raise RuntimeFault(f"image {env.image} carries harness {labels.get(HARNESS_LABEL)!r}, "
+                               f"not this service's {harness_digest()}; {hint} --rebuild")
         self._images[env.id] = info["Id"]
         self._harness[info["Id"]] = labels.get(HARNESS_LABEL)
         return str(info["Id"])
@@ -316,15 +324,21 @@ class DockerRuntime:
         return parse_events(data)
 
     def _isolation(self, job: SandboxJob, image_id: str) -> dict[str, Any]:
+        limits = Limits.of(job, self.settings)
         return {"runtime": "docker", "sandbox": "container", "network": "none",
                 "image": job.env.image, "image_id": image_id,
                 "harness": self._harness.get(image_id), "user": SANDBOX_USER,
-                "read_only_root": True, "memory_mb": job.memory_mb, "timeout_s": job.timeout_s,
-                "pids": self.settings.sandbox_pids, "cpus": self.settings.sandbox_cpus,
+                "read_only_root": True, **limits.summary(), "cpus": limits.cpus,
                 "gpu": job.env.device == "cuda"}
 
     def fingerprint(self, env: Environment) -> dict[str, Any]:
         """What the TVM of env's image has (as a provisioned environment's fingerprint says)."""
+        image_id = self.image_id(env)
+        if image_id not in self._fingerprints:
+            self._fingerprints[image_id] = self._probe(env)
+        return self._fingerprints[image_id]
+
+    def _probe(self, env: Environment) -> dict[str, Any]:
         from worker.provision import TVM_FACTS_PROBE
 
         job = SandboxJob(f"fingerprint-{env.id}-{time.time_ns()}", "fingerprint", env,

@@ -25,22 +25,20 @@ from pathlib import Path
 from typing import Any
 
 from images import HARNESS_DIR
-from tvmrepro.errors import RuntimeFault
+from tvmrepro.environments import Environment
+from tvmrepro.errors import ProvisionError, RuntimeFault
 from tvmrepro.settings import Settings
-from worker.provision import env_dir, read_fingerprint
+from worker.provision import collect_builds, in_use, provision, read_fingerprint
 from worker.runtimes.base import (
-    FILE_SIZE_CAP,
-    HARNESS_TIMEOUT_GRACE_S,
     CappedReader,
     Execution,
+    Limits,
     SandboxJob,
     read_events,
     signal_name,
 )
 
 SANDBOX_UID_RANGE = (200_000, 260_000)  # fresh uid per run: RLIMIT_NPROC counts per uid
-TMPFS_MAX_MB = 1024
-OPEN_FILES_CAP = 4096
 # Inside the sandbox: where the environment, the harness and the work dir appear.
 ENV_MOUNT, HARNESS_MOUNT, WORK_MOUNT, IN_MOUNT = "/mnt/env", "/mnt/harness", "/mnt/work", "/mnt/in"
 
@@ -59,17 +57,15 @@ def sandbox_environ() -> dict[str, str]:
     }
 
 
-def _limits(job: SandboxJob, pids: int) -> Callable[[], None]:
-    memory = job.memory_mb << 20
-
+def _rlimits(limits: Limits) -> Callable[[], None]:
     def apply() -> None:
         os.setsid()
         for name, value in (
-            (resource.RLIMIT_AS, memory),
-            (resource.RLIMIT_CPU, job.timeout_s + HARNESS_TIMEOUT_GRACE_S),
-            (resource.RLIMIT_NPROC, pids),
-            (resource.RLIMIT_FSIZE, FILE_SIZE_CAP),
-            (resource.RLIMIT_NOFILE, OPEN_FILES_CAP),
+            (resource.RLIMIT_AS, limits.memory_mb << 20),
+            (resource.RLIMIT_CPU, limits.cpu_seconds),
+            (resource.RLIMIT_NPROC, limits.pids),
+            (resource.RLIMIT_FSIZE, limits.file_size),
+            (resource.RLIMIT_NOFILE, limits.open_files),
             (resource.RLIMIT_CORE, 0),
         ):
             resource.setrlimit(name, (value, value))
@@ -104,7 +100,7 @@ class LocalRuntime:
         if not self.bwrap:
             return self._fallback_command(job, envdir, rundir, harness)
         base_prefix = Path(os.path.realpath(envdir / "bin" / "python")).parent.parent
-        tmp_mb = min(job.memory_mb, TMPFS_MAX_MB)
+        tmp_mb = Limits.of(job, self.settings).tmpfs_mb
         cmd = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                "--perms", "1777", "--size", str(tmp_mb << 20), "--tmpfs", "/tmp"]
         for hidden in ("/root", "/home", "/work", "/var/lib", "/run"):
@@ -151,12 +147,25 @@ class LocalRuntime:
                             ignore=shutil.ignore_patterns("__pycache__"))
         return rundir
 
+    def fingerprint(self, env: Environment) -> dict[str, Any]:
+        """env's fingerprint, provisioning it here first if it is missing or stale."""
+        return provision(self.settings, env)
+
     def execute(self, job: SandboxJob) -> Execution:
         """Run the harness for this job in the sandbox and collect what it reported."""
-        envdir = env_dir(self.settings, job.env)
         if read_fingerprint(self.settings, job.env) is None:
             raise RuntimeFault(f"environment {job.env.id} is not provisioned here "
                                f"(run: tvmrepro env provision {job.env.id})")
+        try:
+            # The build is held for the whole run: re-provisioning cannot remove it meanwhile.
+            with in_use(self.settings, job.env) as build:
+                execution = self._execute_in(job, build)
+        except ProvisionError as exc:
+            raise RuntimeFault(str(exc)) from exc
+        collect_builds(self.settings, job.env, wait=False)  # builds replaced during the run
+        return execution
+
+    def _execute_in(self, job: SandboxJob, envdir: Path) -> Execution:
         uid = SANDBOX_UID_RANGE[0] + secrets.randbelow(SANDBOX_UID_RANGE[1] - SANDBOX_UID_RANGE[0])
         rundir = self._prepare(job, uid)
         environ = sandbox_environ()
@@ -176,11 +185,12 @@ class LocalRuntime:
 
     def _spawn(self, job: SandboxJob, cmd: list[str], environ: dict[str, str], events_fd: int,
                events_path: Path) -> Execution:
+        limits = Limits.of(job, self.settings)
         started = time.monotonic()
         try:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, env=environ, pass_fds=(events_fd,),
-                                    preexec_fn=_limits(job, self.settings.sandbox_pids))
+                                    preexec_fn=_rlimits(limits))
         except OSError as exc:
             raise RuntimeFault(f"cannot start the sandbox: {exc}") from exc
         assert proc.stdout is not None and proc.stderr is not None  # both are pipes
@@ -202,12 +212,11 @@ class LocalRuntime:
             returncode=rc,
             signal=self._signal_of(rc),
             timed_out=timed_out,
-            stdout=readers[0].text(),
-            stderr=readers[1].text(),
-            truncated=readers[0].truncated or readers[1].truncated,
+            stdout=readers[0].output.text(),
+            stderr=readers[1].output.text(),
+            truncated=readers[0].output.truncated or readers[1].output.truncated,
             seconds=time.monotonic() - started,
-            isolation={**self.isolation(), "memory_mb": job.memory_mb, "timeout_s": job.timeout_s,
-                       "pids": self.settings.sandbox_pids},
+            isolation={**self.isolation(), **limits.summary()},
         )
 
     def _signal_of(self, rc: int | None) -> str | None:
