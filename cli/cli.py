@@ -274,7 +274,7 @@ def images_build(env_ids: tuple[str, ...], everything: bool, device: str | None,
     if not env_ids and not everything and not service:
         raise BadInput("ENV", "name at least one environment, or --all, or --service")
     settings = Settings.from_env()
-    wheelhouse = wheelhouse or _env_path("TVMREPRO_WHEELHOUSE")
+    wheelhouse = wheelhouse or settings.wheelhouse
     targets = default_catalog().select(list(env_ids), device) if env_ids or everything else []
     client = connect(settings)
     for environment in targets:
@@ -314,9 +314,3 @@ def images_wheels(wheelhouse: Path, env_ids: tuple[str, ...], everything: bool,
         download_wheels(service_requirements(), wheelhouse, python, deps=True)
     click.echo(f"{wheelhouse}: {len(list(wheelhouse.glob('*.whl')))} wheels", err=True)
 
-
-def _env_path(name: str) -> Path | None:
-    import os
-
-    value = os.environ.get(name)
-    return Path(value) if value else None

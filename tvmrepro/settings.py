@@ -1,10 +1,31 @@
-"""All configuration, read from TVMREPRO_* (and a few standard) environment variables in one place."""
+"""All configuration, read from TVMREPRO_* (and a few standard) environment variables in one place.
+
+`Settings.from_env()` is the one reader (pydantic-settings): a field `port` is read
+from TVMREPRO_PORT, except REDIS_URL, DATABASE_URL and DOCKER_HOST, which keep
+their usual names. An empty variable counts as unset. A value that does not
+parse raises BadInput naming the variable, e.g. `TVMREPRO_PORT: not an integer: 'abc'`.
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+from pydantic_settings.sources.utils import parse_env_vars
+
+from tvmrepro.errors import BadInput, ReproError
 
 DEFAULT_HOME = Path.home() / ".cache" / "tvmrepro"
 DEFAULT_SERVER = "http://127.0.0.1:8000"
@@ -27,7 +48,7 @@ WORKER_CONCURRENCY = 1  # runs at once per worker process: each run can use ever
 # A message unacknowledged this long is handed out again by Redis: above the longest run.
 VISIBILITY_TIMEOUT_S = MAX_TIMEOUT_S + 600
 # A worker that stops reporting for this long no longer counts as serving its environments.
-HEARTBEAT_S = 5.0
+# It reports in every sweep of its recovery step (RECONCILE_INTERVAL_S).
 WORKER_STALE_S = 30.0
 # The worker's recovery sweep: how often it looks for runs the broker lost, and how long a
 # waiting run may go unclaimed before it is published again (a duplicate is harmless).
@@ -35,74 +56,82 @@ RECONCILE_INTERVAL_S = 5.0
 REQUEUE_AFTER_S = 600.0
 # A claimed run whose claimer is silent this long past its own time limit was lost.
 CLAIM_GRACE_S = 60.0
+ENV_PREFIX = "TVMREPRO_"
+
+# The variables from_env() reads: os.environ unless a mapping is given (tests pass their own).
+_environ: ContextVar[Mapping[str, str] | None] = ContextVar("tvmrepro_environ", default=None)
+
+# How a value that does not parse is described (pydantic's error type -> words).
+_PROBLEMS = {"int_parsing": "not an integer", "int_from_float": "not an integer",
+             "float_parsing": "not a number", "bool_parsing": "not a boolean"}
 
 
-@dataclass(frozen=True)
-class Settings:
+class _EnvironSource(EnvSettingsSource):
+    """The environment variables of one mapping instead of always os.environ."""
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        environ = _environ.get()
+        return parse_env_vars(os.environ if environ is None else environ, self.case_sensitive,
+                              self.env_ignore_empty, self.env_parse_none_str)
+
+
+class Settings(BaseSettings):
     """Everything tvm-repro can be configured with; `from_env()` is the one reader."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, frozen=True,
+                                      extra="ignore", validate_by_name=True)
 
     home: Path = DEFAULT_HOME
     server: str = DEFAULT_SERVER
-    redis_url: str | None = None
+    redis_url: str | None = Field(default=None, validation_alias="REDIS_URL")
     redis_prefix: str = ""  # prepended to every Redis key: deployments can share one Redis
-    database_url: str | None = None
+    database_url: str | None = Field(default=None, validation_alias="DATABASE_URL")
     runtime: str = DEFAULT_RUNTIME
-    docker_host: str | None = None
-    log_cap_bytes: int = LOG_CAP_BYTES
-    max_request_bytes: int = MAX_REQUEST_BYTES
-    max_queued_runs: int = MAX_QUEUED_RUNS
-    max_deliveries: int = MAX_DELIVERIES
-    sandbox_pids: int = SANDBOX_PIDS
-    sandbox_cpus: float = SANDBOX_CPUS
+    docker_host: str | None = Field(default=None, validation_alias="DOCKER_HOST")
+    # Wheels that provisioning and image builds may install from (offline builds).
+    wheelhouse: Path | None = None
+    log_cap_bytes: int = Field(default=LOG_CAP_BYTES, gt=0)
+    max_request_bytes: int = Field(default=MAX_REQUEST_BYTES, gt=0)
+    max_queued_runs: int = Field(default=MAX_QUEUED_RUNS, ge=0)
+    max_deliveries: int = Field(default=MAX_DELIVERIES, gt=0)
+    sandbox_pids: int = Field(default=SANDBOX_PIDS, gt=0)
+    sandbox_cpus: float = Field(default=SANDBOX_CPUS, gt=0)
     host: str = DEFAULT_HOST
-    port: int = DEFAULT_PORT
-    api_workers: int = API_WORKERS
-    api_threads: int = API_THREADS
-    worker_concurrency: int = WORKER_CONCURRENCY
-    visibility_timeout_s: int = VISIBILITY_TIMEOUT_S
-    heartbeat_s: float = HEARTBEAT_S
-    worker_stale_s: float = WORKER_STALE_S
-    reconcile_interval_s: float = RECONCILE_INTERVAL_S
-    requeue_after_s: float = REQUEUE_AFTER_S
-    claim_grace_s: float = CLAIM_GRACE_S
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
+    api_workers: int = Field(default=API_WORKERS, gt=0)
+    api_threads: int = Field(default=API_THREADS, gt=0)
+    worker_concurrency: int = Field(default=WORKER_CONCURRENCY, gt=0)
+    visibility_timeout_s: int = Field(default=VISIBILITY_TIMEOUT_S, gt=0)
+    worker_stale_s: float = Field(default=WORKER_STALE_S, gt=0)
+    reconcile_interval_s: float = Field(default=RECONCILE_INTERVAL_S, gt=0)
+    requeue_after_s: float = Field(default=REQUEUE_AFTER_S, gt=0)
+    claim_grace_s: float = Field(default=CLAIM_GRACE_S, ge=0)
+
+    @field_validator("home", "wheelhouse")
+    @classmethod
+    def _expand(cls, value: Path | None) -> Path | None:
+        return value.expanduser() if value is not None else None
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
-        """Read settings from environment variables (os.environ by default)."""
-        env = os.environ if environ is None else environ
-        return cls(
-            home=Path(env.get("TVMREPRO_HOME") or DEFAULT_HOME).expanduser(),
-            server=env.get("TVMREPRO_SERVER") or DEFAULT_SERVER,
-            redis_url=env.get("REDIS_URL") or None,
-            redis_prefix=env.get("TVMREPRO_REDIS_PREFIX") or "",
-            database_url=env.get("DATABASE_URL") or None,
-            runtime=env.get("TVMREPRO_RUNTIME") or DEFAULT_RUNTIME,
-            docker_host=env.get("DOCKER_HOST") or None,
-            log_cap_bytes=int(env.get("TVMREPRO_LOG_CAP_BYTES") or LOG_CAP_BYTES),
-            max_request_bytes=int(env.get("TVMREPRO_MAX_REQUEST_BYTES") or MAX_REQUEST_BYTES),
-            max_queued_runs=int(env.get("TVMREPRO_MAX_QUEUED_RUNS") or MAX_QUEUED_RUNS),
-            max_deliveries=int(env.get("TVMREPRO_MAX_DELIVERIES") or MAX_DELIVERIES),
-            sandbox_pids=int(env.get("TVMREPRO_SANDBOX_PIDS") or SANDBOX_PIDS),
-            sandbox_cpus=float(env.get("TVMREPRO_SANDBOX_CPUS") or SANDBOX_CPUS),
-            host=env.get("TVMREPRO_HOST") or DEFAULT_HOST,
-            port=int(env.get("TVMREPRO_PORT") or DEFAULT_PORT),
-            api_workers=int(env.get("TVMREPRO_API_WORKERS") or API_WORKERS),
-            api_threads=int(env.get("TVMREPRO_API_THREADS") or API_THREADS),
-            worker_concurrency=int(env.get("TVMREPRO_WORKER_CONCURRENCY") or WORKER_CONCURRENCY),
-            visibility_timeout_s=int(env.get("TVMREPRO_VISIBILITY_TIMEOUT_S")
-                                     or VISIBILITY_TIMEOUT_S),
-            heartbeat_s=float(env.get("TVMREPRO_HEARTBEAT_S") or HEARTBEAT_S),
-            worker_stale_s=float(env.get("TVMREPRO_WORKER_STALE_S") or WORKER_STALE_S),
-            reconcile_interval_s=float(env.get("TVMREPRO_RECONCILE_INTERVAL_S")
-                                       or RECONCILE_INTERVAL_S),
-            requeue_after_s=float(env.get("TVMREPRO_REQUEUE_AFTER_S") or REQUEUE_AFTER_S),
-            claim_grace_s=float(env.get("TVMREPRO_CLAIM_GRACE_S") or CLAIM_GRACE_S),
-        )
+    def settings_customise_sources(
+            cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Keyword arguments, then the environment variables; no .env or secrets files."""
+        return init_settings, _EnvironSource(settings_cls)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read settings from environment variables (os.environ by default); BadInput names one."""
+        with _reading(environ):
+            try:
+                return cls()
+            except ValidationError as exc:
+                raise _bad_variable(exc) from exc
 
     def ensure_home(self) -> Path:
         """Create TVMREPRO_HOME if it is missing; a fault names the path and why it failed."""
-        from tvmrepro.errors import ReproError
-
         try:
             self.home.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -133,3 +162,30 @@ class Settings:
     def work_dir(self) -> Path:
         """Scratch space for runs (each run gets its own subdirectory, removed afterwards)."""
         return self.home / "work"
+
+
+@contextmanager
+def _reading(environ: Mapping[str, str] | None) -> Iterator[None]:
+    token = _environ.set(environ)
+    try:
+        yield
+    finally:
+        _environ.reset(token)
+
+
+def variable_name(field: str) -> str:
+    """The environment variable a Settings field is read from (e.g. port -> TVMREPRO_PORT)."""
+    info: FieldInfo | None = Settings.model_fields.get(field)
+    alias = info.validation_alias if info is not None else None
+    if isinstance(alias, str):
+        return alias
+    return ENV_PREFIX + field.upper()
+
+
+def _bad_variable(exc: ValidationError) -> BadInput:
+    error: dict[str, Any] = dict(exc.errors()[0])
+    located = str(error["loc"][0]) if error["loc"] else ""
+    field = next((name for name in Settings.model_fields if variable_name(name) == located
+                  or name == located.lower().removeprefix(ENV_PREFIX.lower())), located)
+    problem = _PROBLEMS.get(error["type"], str(error["msg"]).lower())
+    return BadInput(variable_name(field), f"{problem}: {error.get('input')!r}")

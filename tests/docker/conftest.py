@@ -15,7 +15,6 @@ than skips them.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import subprocess
@@ -87,7 +86,7 @@ def docker_host() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def docker_settings(settings: Settings, docker_host: str) -> Settings:
     """The test settings, with the Docker runtime on the private engine."""
-    return dataclasses.replace(settings, docker_host=docker_host, runtime="docker")
+    return settings.model_copy(update={"docker_host": docker_host, "runtime": "docker"})
 
 
 @pytest.fixture(scope="session")

@@ -31,7 +31,6 @@ STOP_TIMEOUT_S = 20.0
 # The recovery sweep runs often in tests so that a lost run is found in seconds.
 TEST_TIMINGS = {
     "TVMREPRO_RECONCILE_INTERVAL_S": "1",
-    "TVMREPRO_HEARTBEAT_S": "1",
     "TVMREPRO_CLAIM_GRACE_S": "5",
     "TVMREPRO_REQUEUE_AFTER_S": "60",
     "TVMREPRO_API_WORKERS": "2",
