@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Blueprint, Flask, Response, current_app, jsonify, request, url_for
 from pydantic import BaseModel
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge, UnsupportedMediaType
 
 from service.jobs import JobService
 from service.openapi import openapi_document
@@ -18,6 +18,11 @@ from tvmrepro.store import QueueFull
 
 log = logging.getLogger(__name__)
 RETRY_AFTER_S = 10  # what a 429 suggests
+READ_CHUNK = 64 * 1024
+MAX_JSON_DEPTH = 32  # a case nests about 5 levels; deeper is an attack on the parsers
+# Every answer: no content sniffing, and nothing of an API answer may run or be framed.
+SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff"}
+API_CSP = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'"
 
 api = Blueprint("api", __name__, url_prefix="/api/v1")
 health = Blueprint("health", __name__)
@@ -40,15 +45,52 @@ def error(status: int, message: str, field: str | None = None) -> tuple[Response
                   status)
 
 
+def _read_body() -> bytes:
+    """The body, counted against the size cap whether or not it says its length (chunked)."""
+    limit = current_app.config["MAX_CONTENT_LENGTH"]
+    data = bytearray()
+    while chunk := request.stream.read(min(READ_CHUNK, limit + 1 - len(data))):
+        data += chunk
+        if len(data) > limit:
+            raise RequestEntityTooLarge()
+    return bytes(data)
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in a decoded JSON value (iteratively: no recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in
+                         (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 def _json_body() -> Any:
-    raw = request.get_data(cache=False)  # over MAX_CONTENT_LENGTH: 413 before we read it
+    """The request's JSON: 415 unless it says application/json; any malformed body is a 400."""
+    if request.mimetype != "application/json":
+        # A form or text/plain POST is what a foreign web page can send without asking:
+        # only JSON is taken, so a page a user visits cannot submit to their service.
+        raise UnsupportedMediaType(f"send Content-Type: application/json, not "
+                                   f"{request.mimetype or 'none'}")
     try:
-        return json.loads(raw)
-    except UnicodeDecodeError as exc:
-        raise BadInput("body", "not UTF-8 text") from exc
+        data = json.loads(_read_body())
+        # A lone surrogate ("\ud800") decodes, then fails every later encode: refuse it now.
+        json.dumps(data, ensure_ascii=False).encode("utf-8", "strict")
+    except UnicodeError as exc:
+        raise BadInput("body", "not valid UTF-8 text (or a string holds a lone surrogate)") from exc
     except json.JSONDecodeError as exc:
         raise BadInput("body", f"not JSON: {exc.msg} at line {exc.lineno} "
                                f"column {exc.colno}") from exc
+    except RecursionError as exc:
+        raise BadInput("body", f"nested more than {MAX_JSON_DEPTH} levels deep") from exc
+    except ValueError as exc:  # e.g. an integer with thousands of digits
+        raise BadInput("body", f"not acceptable JSON: {exc}") from exc
+    if _depth(data) > MAX_JSON_DEPTH:
+        raise BadInput("body", f"nested more than {MAX_JSON_DEPTH} levels deep")
+    return data
 
 
 @api.post("/jobs")
@@ -129,6 +171,13 @@ def healthz() -> tuple[Response, int]:
     """200 when the store and the broker answer, else 503."""
     found = service().health()
     return answer(found, 200 if found.status == "ok" else 503)
+
+
+def secure_headers(response: Response) -> Response:
+    """nosniff on every answer; a strict CSP unless a page set its own."""
+    response.headers.update(SECURITY_HEADERS)
+    response.headers.setdefault("Content-Security-Policy", API_CSP)
+    return response
 
 
 def register_errors(app: Flask) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Flask
 
-from service.api import api, health, register_errors
+from service.api import api, health, register_errors, secure_headers
 from service.jobs import JobService
 from tvmrepro.settings import Settings
 
@@ -19,4 +19,5 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.register_blueprint(api)
     app.register_blueprint(health)
     register_errors(app)
+    app.after_request(secure_headers)
     return app

@@ -20,7 +20,7 @@ _VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 class PassSpec(BaseModel):
     """One pass: a name in tvm.relax.transform / tvm.tirx.transform, with keyword arguments."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # "30" is not a number here
     name: str
     args: dict[str, Any] = Field(default_factory=dict)
 
@@ -35,7 +35,7 @@ class PassSpec(BaseModel):
 class Variant(BaseModel):
     """A named pass sequence to apply to the module."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # "30" is not a number here
     name: str
     passes: list[PassSpec]
 
@@ -57,7 +57,7 @@ class Variant(BaseModel):
 class Inputs(BaseModel):
     """How entry inputs are generated: seeded random data shaped by the signature."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # "30" is not a number here
     seed: int = 0
     # Values for symbolic shape variables (e.g. {"n": 16}); unnamed ones default to 4.
     shape_vars: dict[str, int] = Field(default_factory=dict)
@@ -66,7 +66,7 @@ class Inputs(BaseModel):
 class Case(BaseModel):
     """A bug report: TVMScript plus pass sequences (module mode), or a whole script."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # "30" is not a number here
     title: str = ""
     source: str | None = None
     module: str = "Module"
