@@ -12,6 +12,9 @@
     workers       live workers and the environments they serve (heartbeats)
     fingerprints  what each served environment's TVM has (version, pass names)
     bisections    a bisect job's options and its bisect object (CONTRACT.md, "Bisection")
+    comparisons   a job's IR comparisons (the matrix's), computed when its last run is stored
+
+Every change here is also a revision in tvmrepro/migrations/versions/ (a test compares them).
 
 Times are seconds since the epoch (float), the same on both databases.
 """
@@ -115,4 +118,14 @@ bisections = sa.Table(
     sa.Column("result", sa.JSON, nullable=True),
     sa.Column("seen", sa.Integer, nullable=False, default=0),
     sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+# The matrix's comparisons of a job, made once its runs are all done (`runs`: how many runs
+# they were computed from; a job that gains runs later gets them again).
+comparisons = sa.Table(
+    "comparisons", metadata,
+    sa.Column("job_id", ID, sa.ForeignKey("jobs.id"), primary_key=True),
+    sa.Column("data", sa.JSON, nullable=False),
+    sa.Column("runs", sa.Integer, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
 )

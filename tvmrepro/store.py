@@ -19,13 +19,14 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
+from tvmrepro import migrations
 from tvmrepro import schema as t
 from tvmrepro.errors import ReproError
 from tvmrepro.lifecycle import Action, Claim, RunState
 from tvmrepro.results import Result, Status
 
 SQLITE_BUSY_S = 30.0  # how long a SQLite writer waits for another's lock
-SCHEMA_ATTEMPTS = 5  # concurrent first starts may race to create the tables
+SCHEMA_ATTEMPTS = 5  # a first start may wait long for another's lock
 
 
 class BisectionUpdate(NamedTuple):
@@ -117,22 +118,23 @@ class Store:
                 yield conn
 
     def create_schema(self) -> None:
-        """Create missing tables and the admission row (idempotent, safe at once in many places)."""
+        """Upgrade the schema to the newest revision (idempotent, safe at once in many places)."""
         for attempt in range(SCHEMA_ATTEMPTS):
             try:
                 with self._write() as conn:
-                    t.metadata.create_all(conn)
-                    if conn.execute(sa.select(t.admission.c.id)).first() is None:
-                        conn.execute(t.admission.insert().values(id=1, tickets=0))
+                    migrations.upgrade(conn)
                 return
             except sa.exc.DBAPIError:
+                # SQLite may refuse a writer that waited past its busy timeout.
                 if attempt == SCHEMA_ATTEMPTS - 1:
                     raise
                 time.sleep(0.2 * (attempt + 1))
 
     def drop_schema(self) -> None:
-        """Drop every table of the store (tests clean up with it)."""
+        """Drop every table of the store, the migrations' record included (tests clean up)."""
         t.metadata.drop_all(self.engine)
+        with self._write() as conn:
+            conn.execute(sa.text("DROP TABLE IF EXISTS alembic_version"))
 
     def ping(self) -> None:
         """Raise if the database does not answer."""
