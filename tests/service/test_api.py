@@ -17,24 +17,24 @@ from service.app import create_app
 from service.jobs import JobService
 from tests.conftest import NEW_ENV, OLD_ENV
 from tests.service.stack import free_port
-from tvmrepro.environments import Environment
+from tvmrepro.environments import default_catalog
 from tvmrepro.queue import queue_length
 from tvmrepro.settings import Settings
-from worker.provision import read_fingerprint
+from worker.runtimes.fake import FakeRuntime
 
 SMALL_LIMIT = 64 * 1024
 
 
 @pytest.fixture
-def app(tmp_path: Path, settings: Settings, tvm_envs: dict[str, Environment]) -> Iterator[Flask]:
-    """An app on a fresh home, knowing the passes of the two provisioned environments."""
-    app = create_app(Settings.from_env({"TVMREPRO_HOME": str(tmp_path),
-                                        "TVMREPRO_MAX_REQUEST_BYTES": str(SMALL_LIMIT)}))
+def app(tmp_path: Path) -> Iterator[Flask]:
+    """An app on a fresh home, knowing the passes of the two environments (no TVM needed)."""
+    settings = Settings.from_env({"TVMREPRO_HOME": str(tmp_path),
+                                  "TVMREPRO_MAX_REQUEST_BYTES": str(SMALL_LIMIT)})
+    app = create_app(settings)
     service: JobService = app.extensions["tvmrepro"]
-    for env in tvm_envs.values():
-        fingerprint = read_fingerprint(settings, env)
-        assert fingerprint is not None
-        service.store.save_fingerprint(env.id, fingerprint)
+    for env_id in (OLD_ENV, NEW_ENV):
+        fake = FakeRuntime(settings)  # what a worker records, without provisioning TVM
+        service.store.save_fingerprint(env_id, fake.fingerprint(default_catalog().get(env_id)))
     yield app
     service.store.dispose()
 
@@ -159,3 +159,18 @@ def test_openapi_covers_every_route(app: Flask, client: FlaskClient) -> None:
     assert refs and all(ref in schemas for ref in refs)
     assert {"case", "environments", "bypass_cache"} <= set(schemas["JobRequest"]["properties"])
     assert "variants" in schemas["Case"]["properties"]
+
+
+def test_pass_names_are_checked_against_the_selected_environments_only(
+        app: Flask, client: FlaskClient, founding_case: dict[str, Any]) -> None:
+    service: JobService = app.extensions["tvmrepro"]
+    other, unknown = "tvm-0.26.0-cpu", "tvm-0.27.0-cpu"  # one fingerprinted, one never served
+    service.store.save_fingerprint(other, {"passes": ["FuseTIR", "OnlyInOther"]})
+    case = json.loads(json.dumps(founding_case))
+    case["variants"][0]["passes"][1] = "OnlyInOther"
+    status, answer = post(client, {"case": case, "environments": [OLD_ENV, NEW_ENV]})
+    assert status == 400 and answer["error"]["field"] == "case.variants[0].passes[1]"
+    status, answer = post(client, {"case": case, "environments": [OLD_ENV, other]})
+    assert status == 202, answer
+    status, answer = post(client, {"case": case, "environments": [OLD_ENV, unknown]})
+    assert status == 202, answer  # the unknown environment may have it: its run will say

@@ -1,4 +1,10 @@
-"""The run task, executed here (no broker) against a real store and real TVM."""
+"""The run task, executed here (no broker) against a real store, with the FakeRuntime.
+
+TVM adds nothing to what these prove (claims, delivery counting, infra errors,
+one result per run): the runtime is the fake one that TVMREPRO_RUNTIME=fake
+selects, its outcomes scripted in the case. The real runtime behind the same
+task is proven over HTTP (tests/service/test_founding_over_http.py).
+"""
 
 from __future__ import annotations
 
@@ -12,25 +18,28 @@ import pytest
 from celery import Celery
 
 from service.jobs import JobService
-from tests.conftest import NEW_ENV, OLD_ENV, shared_case
 from tests.service.conftest import clean_postgres, postgres_url  # noqa: F401  # fixtures
-from tests.service.stack import make_home
-from tvmrepro.environments import Environment
+from tvmrepro.environments import default_catalog
 from tvmrepro.lifecycle import RunState
 from tvmrepro.queue import RUN_TASK, make_celery
 from tvmrepro.settings import Settings
+from worker.runtimes.fake import DIRECTIVE, FakeRuntime
 
-pytestmark = pytest.mark.tvm
+ENV = "tvm-0.27.0.post1-cpu"
+FAILS_AT_VM_INIT = {"status": "error", "stage": "vm_init", "error_type": "InternalError",
+                    "message": "Cannot find PackedFunc fused_gv"}
 
 
 @pytest.fixture(params=("sqlite", "postgres"))
-def service(request: pytest.FixtureRequest, tmp_path: Path, test_home: Path,
-            tvm_envs: dict[str, Environment]) -> Iterator[JobService]:
-    """A JobService (embedded broker) whose store is SQLite or PostgreSQL."""
-    environ = {"TVMREPRO_HOME": str(make_home(tmp_path, test_home)), "TVMREPRO_MAX_DELIVERIES": "2"}
+def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[JobService]:
+    """A JobService (embedded broker) whose store is SQLite or PostgreSQL; runs are fake."""
+    environ = {"TVMREPRO_HOME": str(tmp_path), "TVMREPRO_MAX_DELIVERIES": "2",
+               "TVMREPRO_RUNTIME": "fake"}
     if request.param == "postgres":
         environ["DATABASE_URL"] = request.getfixturevalue("clean_postgres")
     opened = JobService.open(Settings.from_env(environ))
+    fake = FakeRuntime(opened.settings)
+    opened.store.save_fingerprint(ENV, fake.fingerprint(default_catalog().get(ENV)))
     yield opened
     opened.store.dispose()
 
@@ -43,10 +52,11 @@ def run_task(app: Celery, run_id: str) -> str:
     return outcome
 
 
-def submit(service: JobService, envs: list[str], variant: str = "fusetir-once") -> dict[str, Any]:
-    """A founding-case job, stored; its first run row."""
-    case = json.loads(shared_case("tvm-17357/case.json").read_text())
-    job = service.submit({"case": case, "environments": envs, "variants": [variant]})
+def submit(service: JobService, outcome: dict[str, Any]) -> dict[str, Any]:
+    """A one-run job whose run ends as `outcome` scripts, stored; its run row."""
+    case = {"source": f"{DIRECTIVE} {json.dumps(outcome)}\nx = 1\n", "variants": [
+        {"name": "v", "passes": ["FuseTIR", "LambdaLift", "AllocateWorkspace"]}]}
+    job = service.submit({"case": case, "environments": [ENV]})
     row = service.store.run(job.id, job.runs[0].id)
     assert row is not None
     return row
@@ -54,7 +64,7 @@ def submit(service: JobService, envs: list[str], variant: str = "fusetir-once") 
 
 def test_a_run_is_run_and_stored_once(service: JobService) -> None:
     app = make_celery(service.settings)
-    row = submit(service, [OLD_ENV])
+    row = submit(service, FAILS_AT_VM_INIT)
     assert run_task(app, row["id"]) == "stored"
     assert run_task(app, row["id"]) == "skipped"  # a redelivered message changes nothing
     stored = service.job(row["job_id"])
@@ -62,12 +72,14 @@ def test_a_run_is_run_and_stored_once(service: JobService) -> None:
     (only,) = stored.runs
     assert only.deliveries == 1 and only.result is not None
     assert (only.result["status"], only.result["stage"]) == ("error", "vm_init")
-    assert len(service.store.passes(row["id"])) == 3
+    assert only.result["isolation"]["runtime"] == "fake"
+    assert [p["name"] for p in service.store.passes(row["id"])] == [
+        "FuseTIR", "LambdaLift", "AllocateWorkspace"]
 
 
 def test_past_the_delivery_limit_a_run_ends_as_infra_error(service: JobService) -> None:
     app = make_celery(service.settings)
-    row = submit(service, [NEW_ENV])
+    row = submit(service, {"status": "ok"})
     dead = f"{socket.gethostname()}:{2 ** 22 + 12345}"  # above pid_max: never a live process
     for _ in range(2):  # two deliveries whose worker died mid-run
         service.store.claim(row["id"], dead, 2, 5.0, lambda _claimer: True)
@@ -77,11 +89,12 @@ def test_past_the_delivery_limit_a_run_ends_as_infra_error(service: JobService) 
     assert result["error_type"] == "WorkerLost"
 
 
-def test_a_fault_of_the_service_is_an_infra_error(service: JobService) -> None:
+def test_a_fault_of_the_runtime_is_an_infra_error(service: JobService) -> None:
     app = make_celery(service.settings)
-    row = submit(service, ["tvm-0.26.0-cpu"])  # not provisioned in this home
+    row = submit(service, {"fault": "environment is not provisioned here"})
     assert run_task(app, row["id"]) == "stored"
     result = service.store.result(row["id"])
     assert result is not None and result["status"] == "infra_error"
-    assert "not provisioned" in result["message"]
+    assert (result["error_type"], result["message"]) == (
+        "RuntimeFault", "environment is not provisioned here")
     assert service.store.run(row["job_id"], row["id"])["state"] == RunState.DONE  # type: ignore[index]
