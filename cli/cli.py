@@ -314,3 +314,8 @@ def images_wheels(wheelhouse: Path, env_ids: tuple[str, ...], everything: bool,
         download_wheels(service_requirements(), wheelhouse, python, deps=True)
     click.echo(f"{wheelhouse}: {len(list(wheelhouse.glob('*.whl')))} wheels", err=True)
 
+
+
+from cli.extract import extract_command  # noqa: E402  # it uses reports_errors from above
+
+main.add_command(extract_command)

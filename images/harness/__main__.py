@@ -47,6 +47,11 @@ def _import_tvm() -> Any:
     return tvm
 
 
+def _harness_mode(case: dict[str, Any]) -> str | None:
+    """extract or check (reduction) when the worker asks for more than a run."""
+    return (case.get("harness") or {}).get("mode")
+
+
 def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path) -> dict[str, Any]:
     """Run the case and return the result fields the harness knows."""
     script_mode = case.get("script") is not None
@@ -58,6 +63,10 @@ def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path)
         fields["tvm"] = _tvm_facts(tvm)
         sink.emit("start", tvm=fields["tvm"])
         tracer.install(tvm)
+        if _harness_mode(case) == "extract":  # record each step's module (extract.py)
+            from .extract import record_steps
+
+            record_steps(tvm, tracer, sink)
         tracer.enter("parse")
         features = detect(tvm)
         text, fields["rewrites"] = port(case["script"] if script_mode else case["source"], features)
@@ -95,6 +104,11 @@ def main(argv: list[str] | None = None) -> None:
     case = json.loads(args.case.read_text())
     os.chdir(args.workdir)
     sys.argv = [str(args.workdir / "repro.py")]
+    if _harness_mode(case) == "check":  # reduction's candidate check (reduce_module.py)
+        from .reduce_module import check_sources
+
+        check_sources(case, sink, args.workdir)
+        os._exit(0)
     fields = run(case, args.variant, sink, args.workdir)
     fields["harness_seconds"] = round(time.perf_counter() - started, 6)
     sink.emit("result", **fields)

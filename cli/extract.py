@@ -1,0 +1,69 @@
+"""`tvmrepro extract SCRIPT --env ENV`: the module-mode case of the step where a script fails."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from cli.cli import EXIT_FAILURE, reports_errors
+from cli.output import error_console, print_json
+from tvmrepro.cases import load_case_file
+from tvmrepro.environments import default_catalog
+from tvmrepro.settings import Settings
+
+
+@click.command("extract")
+@click.argument("script_file", metavar="SCRIPT", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--env", "env_id", required=True, help="Environment to run the script in.")
+@click.option("--at", "at", type=click.Choice(["chain", "failing"]), default="chain",
+              help="Start at the module the failing step's chain of passes began with (chain), "
+                   "or at the module that entered the failing step (failing).")
+@click.option("--local", is_flag=True, help="Run here, without the service.")
+@click.option("--runtime", "runtime_name", type=click.Choice(["local", "docker"]), default="local",
+              help="With --local: a sandboxed local environment, or the environment's image.")
+@click.option("--json", "as_json", is_flag=True,
+              help='Print {"case": ..., "signature": ..., "stage": ...} as JSON.')
+@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Also write the case (JSON) here.")
+@reports_errors
+def extract_command(script_file: Path, env_id: str, at: str, local: bool, runtime_name: str,
+                    as_json: bool, output: Path | None) -> None:
+    """Extract the IRModule and passes where SCRIPT fails (a pass, the build, VM creation)."""
+    from worker.extraction import extract
+    from worker.runtimes import make_runtime
+
+    script = load_case_file(script_file)
+    env = default_catalog().get(env_id, "--env")
+    if not local:
+        raise click.UsageError("extract runs here: add --local")
+    runtime = make_runtime(runtime_name, Settings.from_env())
+    runtime.fingerprint(env)  # provisions a missing local environment
+    error_console().print(f"running {script_file.name} on {env.id} (extract mode) ...",
+                          highlight=False)
+    found = extract(script, env, runtime, at=at)
+    if output is not None:
+        output.write_text(json.dumps(found["case"], indent=2) + "\n")
+    if as_json:
+        print_json(found)
+    else:
+        _show(found)
+    if not found["reproduces"]:
+        error_console().print(f"[red]the extracted case does not reproduce the script:[/red] it "
+                              f"gives {found['case_run']['status']} at {found['case_run']['stage']}"
+                              f" ({found['case_run']['signature']})", highlight=False)
+        raise SystemExit(EXIT_FAILURE)
+
+
+def _show(found: dict) -> None:  # type: ignore[type-arg]
+    console = error_console()
+    case = found["case"]
+    passes = [p if isinstance(p, str) else p["name"] for p in case["variants"][0]["passes"]]
+    console.print(f"fails at {found['stage']}: {found['signature']}", highlight=False)
+    console.print(f"case: {len(case['source'].splitlines())} lines of TVMScript, passes "
+                  f"{', '.join(passes) or '(none)'}, target {case['target'] or '(default)'}; "
+                  f"reproduces: {'yes' if found['reproduces'] else 'no'}", highlight=False)
+    for note in found["notes"]:
+        console.print(f"note: {note}", highlight=False)
+    click.echo(json.dumps(found["case"], indent=2))

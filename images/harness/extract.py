@@ -1,0 +1,164 @@
+"""Extraction: record every top-level TVM step of a script, with the module that entered it.
+
+In extract mode (case["harness"]["mode"] == "extract") the script runs exactly
+as in script mode, and for every top-level pass and every build this module
+emits an `extract_step` event as the step starts: its kind and name, the pass's
+arguments where its factory call exposed them, the build's target and the
+PassContext's opt_level, the module that entered it (TVMScript), and `link`:
+the index of the earlier pass whose output this module is (the chain of
+passes that produced it). The events are written before the step runs, so a
+step that crashes the process is still known. The worker turns them into a
+module-mode case (worker/extraction.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from typing import Any
+
+from .events import EventSink
+from .scriptsrc import module_source
+from .tracing import Tracer
+
+MODE = "extract"
+_TRANSPARENT = {"sequential", "Sequential"}
+
+
+def _json_args(bound: inspect.BoundArguments) -> tuple[dict[str, Any], list[str]]:
+    """The explicitly given arguments that JSON can carry, and the names of those it cannot."""
+    kept: dict[str, Any] = {}
+    dropped: list[str] = []
+    for name, value in bound.arguments.items():
+        try:
+            if json.loads(json.dumps(value)) != value:
+                raise TypeError(name)
+        except (TypeError, ValueError):
+            dropped.append(name)
+            continue
+        kept[name] = value
+    return kept, dropped
+
+
+def _target_text(target: Any) -> str | None:
+    """A target as a case names it: the string given, else the kind when nothing else is set."""
+    if target is None or isinstance(target, str):
+        return target
+    text = str(target)
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    # Only defaults besides the kind (the host triple, the keys): the plain kind says it all.
+    if isinstance(data, dict) and set(data) <= {"kind", "tag", "keys", "mtriple", "host"}:
+        return str(data.get("kind"))
+    return text
+
+
+class Recorder:
+    """Emits an extract_step event for each top-level pass and build, before it runs."""
+
+    def __init__(self, tvm: Any, tracer: Tracer, sink: EventSink) -> None:
+        self.tvm = tvm
+        self.tracer = tracer
+        self.sink = sink
+        self.count = 0
+        self.build_depth = 0
+        self.pass_specs: dict[str, dict[str, Any]] = {}  # pass info name -> factory and args
+        self.last_output: Any = None
+        self.last_output_step: int | None = None
+
+    def install(self) -> None:
+        """Hook the tracer's pass callbacks, the pass factories and the builds."""
+        self._hook_tracer()
+        self._wrap_factories()
+        for owner, name in ((self.tvm.relax, "build"), (self.tvm, "compile")):
+            self._wrap_build(owner, name)
+
+    def _link(self, mod: Any) -> int | None:
+        last = self.last_output
+        return self.last_output_step if last is not None and mod.same_as(last) else None
+
+    def _opt_level(self) -> int:
+        return int(self.tvm.transform.PassContext.current().opt_level)
+
+    def _emit(self, kind: str, name: str, mod: Any, **extra: Any) -> int:
+        index = self.count
+        self.count += 1
+        self.sink.emit("extract_step", index=index, kind=kind, name=name, link=self._link(mod),
+                       opt_level=self._opt_level(), ir=module_source(mod), **extra)
+        return index
+
+    def _hook_tracer(self) -> None:
+        tracer, before, after = self.tracer, self.tracer.before_pass, self.tracer.after_pass
+        current: list[int] = []
+
+        def top_level(info: Any) -> bool:
+            return info.name not in _TRANSPARENT and tracer.depth == 0 and tracer.build_depth == 0
+
+        def before_pass(mod: Any, info: Any) -> None:
+            if top_level(info):
+                spec = self.pass_specs.get(info.name, {"name": info.name, "args": {}})
+                current[:] = [self._emit("pass", spec["name"], mod, args=spec["args"],
+                                         dropped_args=spec.get("dropped", []))]
+            before(mod, info)
+
+        def after_pass(mod: Any, info: Any) -> None:
+            after(mod, info)
+            if top_level(info) and current:
+                self.last_output, self.last_output_step = mod, current[0]
+
+        tracer.before_pass = before_pass  # type: ignore[method-assign]
+        tracer.after_pass = after_pass  # type: ignore[method-assign]
+
+    def _wrap_factories(self) -> None:
+        namespaces = [self.tvm.relax.transform]
+        namespaces += [getattr(self.tvm, n).transform for n in ("tirx", "tir") if hasattr(self.tvm, n)]
+        for namespace in namespaces:
+            for name, factory in list(vars(namespace).items()):
+                if inspect.isfunction(factory) and name[:1].isupper():
+                    setattr(namespace, name, self._recording_factory(name, factory))
+
+    def _recording_factory(self, name: str, factory: Any) -> Any:
+        signature = inspect.signature(factory)
+        pass_cls = self.tvm.ir.transform.Pass
+
+        @functools.wraps(factory)
+        def make(*args: Any, **kwargs: Any) -> Any:
+            made = factory(*args, **kwargs)
+            if isinstance(made, pass_cls):
+                try:
+                    kept, dropped = _json_args(signature.bind(*args, **kwargs))
+                except TypeError:
+                    kept, dropped = {}, ["*"]
+                self.pass_specs[made.info.name] = {"name": name, "args": kept, "dropped": dropped}
+            return made
+
+        return make
+
+    def _wrap_build(self, owner: Any, name: str) -> None:
+        original = getattr(owner, name, None)
+        if original is None:
+            return
+        signature = inspect.signature(original)
+
+        @functools.wraps(original)
+        def build(*args: Any, **kwargs: Any) -> Any:
+            if self.build_depth == 0:
+                bound = signature.bind_partial(*args, **kwargs).arguments
+                mod = bound.get("mod", args[0] if args else None)
+                if isinstance(mod, self.tvm.IRModule):
+                    self._emit("build", name, mod, target=_target_text(bound.get("target")))
+            self.build_depth += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.build_depth -= 1
+
+        setattr(owner, name, build)
+
+
+def record_steps(tvm: Any, tracer: Tracer, sink: EventSink) -> None:
+    """Install the recorder (extract mode only), after the tracer's own hooks."""
+    Recorder(tvm, tracer, sink).install()

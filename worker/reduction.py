@@ -1,0 +1,306 @@
+"""Reduce a case while an oracle still holds: the pass list (ddmin), then the module, as text.
+
+The reducer runs here (the worker or `tvmrepro reduce --local`); everything
+that needs TVM runs in sandboxes through the runtime: each candidate is a
+module-mode run with the case's limits, judged by the bisection oracles
+(tvmrepro/bisection.py), and each module edit (worker/candidates.py) first goes
+to the harness's check mode, which keeps only modules that parse and are well
+formed and prints them back as canonical TVMScript. Up to `workers` sandboxes
+run at once; a time budget ends the reduction with the best case so far.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from tvmrepro.bisection import FAILING, Verdict, judge, parse_oracle
+from tvmrepro.cases import Case, parse_case
+from tvmrepro.environments import Environment
+from tvmrepro.errors import BadInput
+from tvmrepro.results import Status
+from worker import candidates
+from worker.runner import harness_case, run_variant
+from worker.runtimes.base import Runtime, SandboxJob
+
+DEFAULT_ORACLE = "signature"
+DEFAULT_BUDGET_S = 900
+DEFAULT_WORKERS = 2
+CHECK_BATCH = 8  # module edits checked per harness call
+MAX_SWEEPS = 3  # passes over one phase's candidates while they keep shrinking the module
+T = TypeVar("T")
+Progress = Callable[[dict[str, Any]], None]
+
+
+class OutOfBudget(Exception):
+    """The time budget is spent: stop with the best case so far."""
+
+
+def ddmin(items: Sequence[T], first_holding: Callable[[list[list[T]]], int | None]) -> list[T]:
+    """Zeller's ddmin: a 1-minimal sublist; `first_holding` tests configurations, in order."""
+    current, n = list(items), 2
+    while len(current) >= 2:
+        size = -(-len(current) // n)
+        chunks = [current[k:k + size] for k in range(0, len(current), size)]
+        complements = [[x for c in chunks if c is not chunk for x in c] for chunk in chunks]
+        configs = chunks + (complements if len(chunks) > 2 else [])
+        found = first_holding(configs)
+        if found is not None:
+            current = configs[found]
+            n = 2 if found < len(chunks) else max(n - 1, 2)
+        elif n >= len(current):
+            break
+        else:
+            n = min(len(current), 2 * n)
+    if len(current) == 1 and first_holding([[]]) == 0:
+        return []
+    return current
+
+
+def source_lines(source: str) -> int:
+    """Lines of a module's source, blank lines not counted."""
+    return sum(1 for line in source.splitlines() if line.strip())
+
+
+@dataclass
+class Options:
+    """What a reduction was asked: environment, variant, oracle, budget, parallel sandboxes."""
+
+    env: Environment
+    variant: str
+    oracle: str = DEFAULT_ORACLE
+    budget_s: float = DEFAULT_BUDGET_S
+    workers: int = DEFAULT_WORKERS
+    job_id: str = "local"
+
+
+@dataclass
+class State:
+    """The best case so far and what it took."""
+
+    source: str
+    module: str
+    passes: list[Any]
+    steps: int = 0
+    runs: int = 0
+    checks: int = 0
+    phase: str = "baseline"
+    log: list[str] = field(default_factory=list)
+
+
+class Reducer:
+    """One reduction of one case variant in one environment."""
+
+    def __init__(self, case: Case, options: Options, runtime: Runtime,
+                 progress: Progress | None = None) -> None:
+        self.case, self.options, self.runtime = case, options, runtime
+        self.oracle = parse_oracle(options.oracle)
+        if self.oracle.kind == "output":
+            raise BadInput("oracle", "reduce judges one environment; `output` needs a reference "
+                                     "environment (use signature, failure, status:, regex:)")
+        variant = case.variant(options.variant)
+        if variant is None:
+            raise BadInput("CASE", "reduce takes a module-mode case (extract a script first)")
+        assert case.source is not None  # module mode
+        self.state = State(case.source, case.module, [p.model_dump() for p in variant.passes])
+        self.progress = progress or (lambda _event: None)
+        self.deadline = time.monotonic() + options.budget_s
+        self.reference: dict[str, Any] = {}
+        self.memo: dict[tuple[str, str], bool] = {}
+
+    # -- running ---------------------------------------------------------------------
+    def _case_with(self, source: str, passes: list[Any]) -> Case:
+        data = self.case.model_dump(mode="json")
+        data.update(source=source, module=self.state.module,
+                    variants=[{"name": self.options.variant, "passes": passes}])
+        return parse_case(data)
+
+    def _run(self, source: str, passes: list[Any]) -> dict[str, Any]:
+        result = run_variant(self._case_with(source, passes), self.options.variant,
+                             self.options.env, self.runtime, job_id=self.options.job_id).to_json()
+        result["log_text"] = f"{result['log']['stdout']}\n{result['log']['stderr']}"
+        return result
+
+    def holds(self, source: str, passes: list[Any]) -> bool:
+        """Whether the oracle still says `bad` for this module and pass list (memoized)."""
+        key = (source, repr(passes))
+        if key not in self.memo:
+            self.state.runs += 1
+            self.memo[key] = judge(self.oracle, self._run(source, passes),
+                                   self.reference) is Verdict.BAD
+        return self.memo[key]
+
+    def first_holding(self, configs: list[tuple[str, list[Any]]]) -> int | None:
+        """Index of the first (source, passes) that holds; `workers` sandboxes at a time."""
+        width = max(1, self.options.workers)
+        with ThreadPoolExecutor(max_workers=width) as pool:
+            for start in range(0, len(configs), width):
+                self._check_budget()
+                batch = configs[start:start + width]
+                verdicts = list(pool.map(lambda c: self.holds(*c), batch))
+                if any(verdicts):
+                    return start + verdicts.index(True)
+        return None
+
+    def _check_budget(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise OutOfBudget
+
+    def check(self, sources: list[str], module: str) -> list[dict[str, Any]]:
+        """The harness's verdict on each source: parses and is well formed (with its text)."""
+        verdicts: list[dict[str, Any]] = []
+        while len(verdicts) < len(sources):
+            self._check_budget()
+            self.state.checks += 1
+            pending = sources[len(verdicts):]
+            data = harness_case(self.case, self.options.env)
+            data.update(module=module, harness={"mode": "check", "sources": pending})
+            job = SandboxJob(run_id=uuid.uuid4().hex, job_id=self.options.job_id,
+                             env=self.options.env, case=data, variant=self.options.variant)
+            got = [e for e in self.runtime.execute(job).events if e["event"] == "checked"]
+            verdicts += [{k: v for k, v in e.items() if k != "event"} for e in got]
+            if len(verdicts) < len(sources):  # the next source ended the process: not counted
+                verdicts.append({"ok": False, "reason": "the check of this module did not finish"})
+        return verdicts
+
+    # -- phases ----------------------------------------------------------------------
+    def _note(self, what: str) -> None:
+        self.state.log.append(what)
+        self.progress({"phase": self.state.phase, "what": what, "steps": self.state.steps,
+                       "runs": self.state.runs, "passes": len(self.state.passes),
+                       "lines": source_lines(self.state.source)})
+
+    def baseline(self) -> None:
+        """The original run: the reference the `signature` oracle compares with."""
+        self.reference = self._run(self.state.source, self.state.passes)
+        self.state.runs += 1
+        self.memo[(self.state.source, repr(self.state.passes))] = True
+        if judge(self.oracle, self.reference, self.reference) is not Verdict.BAD or (
+                self.oracle.kind == "signature" and Status(self.reference["status"]) not in FAILING):
+            raise BadInput("CASE", f"variant {self.options.variant!r} on {self.options.env.id} "
+                                   f"does not show the bug by the oracle {self.oracle.text} "
+                                   f"(status {self.reference['status']}, stage "
+                                   f"{self.reference['stage']}): nothing to reduce")
+        self._note(f"reference: {self.reference['status']} at {self.reference['stage']}")
+
+    def reduce_passes(self) -> None:
+        """ddmin over the pass list, the module as it is."""
+        self.state.phase = "passes"
+        source = self.state.source
+        before = len(self.state.passes)
+        kept = ddmin(self.state.passes,
+                     lambda configs: self.first_holding([(source, c) for c in configs]))
+        if len(kept) < before:
+            self.state.passes = kept
+            self.state.steps += 1
+            self._note(f"passes {before} -> {len(kept)}: "
+                       f"{', '.join(p['name'] for p in kept) or '(none)'}")
+
+    def normalize(self) -> bool:
+        """Switch to the module as TVM prints it, if that still holds (the edits work on it)."""
+        self.state.phase = "module"
+        verdict = self.check([self.state.source], self.state.module)[0]
+        if not verdict["ok"]:
+            self._note(f"module left as given: it {verdict['reason']}")
+            return False
+        printed = verdict["source"]
+        if printed != self.state.source and not self.holds(printed, self.state.passes):
+            self._note("module left as given: printed back by TVM it no longer shows the bug")
+            return False
+        self.state.source, self.state.module = printed, "Module"
+        return True
+
+    def sweep(self, phase: str, generate: Callable[[str], list[candidates.Candidate]]) -> None:
+        """Accept edits of one kind, in order, while they hold; again while a sweep shrank it."""
+        self.state.phase = phase
+        for _ in range(MAX_SWEEPS):
+            position, shrank = 0, False
+            while True:
+                edits = generate(self.state.source)
+                if position >= len(edits):
+                    break
+                batch = [c for c in edits[position:position + CHECK_BATCH] if _compiles(c.source)]
+                taken = self._try(batch)
+                if taken is None:
+                    position += CHECK_BATCH
+                else:
+                    shrank = True  # the same index now names the next edit of the new text
+            if not shrank:
+                return
+
+    def _try(self, batch: list[candidates.Candidate]) -> candidates.Candidate | None:
+        if not batch:
+            return None
+        verdicts = self.check([c.source for c in batch], "Module")
+        valid = [(c, v["source"]) for c, v in zip(batch, verdicts, strict=True)
+                 if v["ok"] and v["source"] != self.state.source]
+        found = self.first_holding([(text, self.state.passes) for _c, text in valid])
+        if found is None:
+            return None
+        edit, text = valid[found]
+        before = source_lines(self.state.source)
+        self.state.source = text
+        self.state.steps += 1
+        self._note(f"{edit.what}: {before} -> {source_lines(text)} lines")
+        return edit
+
+    def module_phases(self) -> None:
+        """Functions, statements level by level, bindings' values, again, then shapes."""
+        for round_ in range(2):
+            self.sweep("functions", candidates.drop_functions)
+            depth = candidates.FUNCTION_INDENT + candidates.STATEMENT_STEP
+            while depth <= candidates.max_depth(self.state.source):
+                self.sweep(f"statements@{depth}", lambda s, d=depth: candidates.drop_statements(s, d))
+                depth += candidates.STATEMENT_STEP
+            if round_ == 0:
+                self.sweep("bindings", candidates.zero_bindings)
+        self.sweep("shapes", candidates.shrink_shapes)
+
+    def run(self) -> dict[str, Any]:
+        """Reduce, and return the reduce object of CONTRACT.md ("Reduction")."""
+        started = time.monotonic()
+        before = {"passes": len(self.state.passes), "lines": source_lines(self.state.source)}
+        self.baseline()
+        finished = True
+        try:
+            self.reduce_passes()
+            if self.normalize():
+                self.module_phases()
+        except OutOfBudget:
+            finished = False
+            self._note("time budget spent: the best case so far")
+        return self.report(before, finished, time.monotonic() - started)
+
+    def report(self, before: dict[str, int], finished: bool, seconds: float) -> dict[str, Any]:
+        """The reduced case and the numbers."""
+        reduced = self._case_with(self.state.source, self.state.passes).model_dump(mode="json")
+        reduced["title"] = f"{self.case.title or 'case'} (reduced)".strip()
+        return {
+            "case": reduced, "oracle": self.oracle.text,
+            "signature": self.reference.get("signature"),
+            "environment": self.options.env.id, "variant": self.options.variant,
+            "before": before,
+            "after": {"passes": len(self.state.passes), "lines": source_lines(self.state.source)},
+            "steps": self.state.steps, "runs": self.state.runs, "checks": self.state.checks,
+            "finished": finished, "seconds": round(seconds, 1), "log": self.state.log,
+        }
+
+
+def _compiles(source: str) -> bool:
+    """Valid Python at all (a cheap filter before the harness parses it as TVMScript)."""
+    try:
+        compile(source, "<candidate>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def reduce_case(case: Case, options: Options, runtime: Runtime,
+                progress: Progress | None = None) -> dict[str, Any]:
+    """Reduce `case` (one variant, one environment) while the oracle holds."""
+    return Reducer(case, options, runtime, progress).run()
+
