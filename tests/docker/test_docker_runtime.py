@@ -205,3 +205,30 @@ def test_fingerprint_comes_from_the_image(docker_runtime: DockerRuntime,
     assert facts["packages"] == docker_envs[OLD_ENV].packages
     assert {"FuseTIR", "LambdaLift", "AllocateWorkspace"} <= set(facts["passes"])
     assert sandbox_containers(docker_client) == []
+
+
+def test_image_with_another_harness_is_refused(docker_runtime: DockerRuntime,
+                                               docker_envs: dict[str, Environment],
+                                               docker_client: docker.DockerClient) -> None:
+    import dataclasses
+    import io
+
+    from worker.images import HARNESS_LABEL
+
+    # The environment's own image and pins, labelled with another harness: its results
+    # would be cached under this harness's key, so it must not run.
+    env = docker_envs[NEW_ENV]
+    stale_tag = "tvmrepro/tvm:stale-harness-test"
+    recipe = f"FROM {env.image}\nLABEL {HARNESS_LABEL}=0000stale\n".encode()
+    list(docker_client.api.build(fileobj=io.BytesIO(recipe), tag=stale_tag, rm=True))
+    stale = dataclasses.replace(env, image=stale_tag)
+    fresh_runtime = DockerRuntime(docker_runtime.settings, docker_client)
+    try:
+        with pytest.raises(RuntimeFault, match="harness '0000stale'") as caught:
+            run_script(fresh_runtime, stale, "print(1)\n")
+        assert harness_digest() in str(caught.value) and "--rebuild" in str(caught.value)
+        with pytest.raises(RuntimeFault, match="harness"):
+            fresh_runtime.fingerprint(stale)
+        assert sandbox_containers(docker_client) == []  # refused before any container
+    finally:
+        docker_client.api.remove_image(stale_tag, force=True)

@@ -1,8 +1,15 @@
-"""Many jobs at once: none lost, none doubled; past the queue cap a 429 that stores nothing."""
+"""Many jobs at once: none lost, none doubled; past the queue cap a 429 that stores nothing.
+
+Real API and worker processes, broker and store; the runs are the FakeRuntime's
+(TVMREPRO_RUNTIME=fake): what is under load here is the service, not TVM.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -10,16 +17,31 @@ import pytest
 import sqlalchemy as sa
 
 from tests.conftest import NEW_ENV, OLD_ENV
-from tests.service.stack import Stack, dump, founding_body
+from tests.service.stack import Backend, Stack, dump, founding_body
 from tvmrepro import schema
+from worker.runtimes.fake import DIRECTIVE
 
-pytestmark = [pytest.mark.tvm, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.timeout(400)]
 JOBS = 50
+RUN_S = 0.2  # how long each fake run takes
+
+
+@pytest.fixture
+def fake_stack(backend: Backend, tmp_path: Path) -> Iterator[Stack]:
+    """A stack whose workers run cases with the FakeRuntime (no TVM needed)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    running = Stack(backend, home, TVMREPRO_RUNTIME="fake")
+    yield running
+    running.close()
 
 
 def one_run_case(case: dict[str, Any], variant: str) -> dict[str, Any]:
-    """The founding case with only one of its variants."""
-    return {**case, "variants": [v for v in case["variants"] if v["name"] == variant]}
+    """The founding case with only one of its variants, scripted to end as it does on TVM."""
+    once = {"variant": "fusetir-once", "status": "error", "stage": "vm_init", "sleep": RUN_S}
+    source = f"{DIRECTIVE} {json.dumps(once)}\n{DIRECTIVE} {json.dumps({'sleep': RUN_S})}\n"
+    return {**case, "source": source + case["source"],
+            "variants": [v for v in case["variants"] if v["name"] == variant]}
 
 
 def post_all(stack: Stack, bodies: list[dict[str, Any]]) -> list[httpx.Response]:
@@ -35,7 +57,8 @@ def counts(stack: Stack) -> dict[str, int]:
                 .scalar_one() for table in (schema.jobs, schema.runs, schema.results)}
 
 
-def test_fifty_jobs_at_once(stack: Stack, founding_case: dict[str, Any]) -> None:
+def test_fifty_jobs_at_once(fake_stack: Stack, founding_case: dict[str, Any]) -> None:
+    stack = fake_stack
     stack.start_api()
     for env_id in (OLD_ENV, NEW_ENV):
         stack.start_worker(env_id)
@@ -52,13 +75,15 @@ def test_fifty_jobs_at_once(stack: Stack, founding_case: dict[str, Any]) -> None
         assert job["status"] == "done" and not run["cached"], dump(job)
         assert run["variant"] == bodies[n]["case"]["variants"][0]["name"]
         assert run["result"]["status"] == ("error" if run["variant"] == "fusetir-once" else "ok")
+        assert run["result"]["isolation"]["runtime"] == "fake"
     assert counts(stack) == {"jobs": JOBS, "runs": JOBS, "results": JOBS}
     # Nothing was lost, so the recovery sweep published nothing again.
     assert "lost runs again" not in stack.logs(tail=1_000_000)
 
 
-def test_past_the_queue_cap_429_and_nothing_half_stored(stack: Stack,
+def test_past_the_queue_cap_429_and_nothing_half_stored(fake_stack: Stack,
                                                         founding_case: dict[str, Any]) -> None:
+    stack = fake_stack
     stack.configure(TVMREPRO_MAX_QUEUED_RUNS="10")
     stack.start_api()  # no worker yet: nothing leaves the queue while we submit
     body = founding_body(one_run_case(founding_case, "fusetir-once"), [OLD_ENV, NEW_ENV],

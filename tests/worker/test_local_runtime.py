@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -114,3 +115,12 @@ def test_sandbox_runs_unprivileged_without_network(tvm_envs: dict[str, Environme
     assert int(uid) >= 200_000
     assert interfaces.strip() == "[(1, 'lo')]"  # only the empty namespace's own loopback
     assert result.isolation["sandbox"] == "bwrap"
+
+
+def test_an_environment_not_provisioned_here_is_a_runtime_fault(tmp_path: Path) -> None:
+    from tvmrepro.environments import default_catalog
+    from tvmrepro.errors import RuntimeFault
+
+    empty = Settings.from_env({"TVMREPRO_HOME": str(tmp_path)})
+    with pytest.raises(RuntimeFault, match="not provisioned here.*tvmrepro env provision"):
+        run_script("print(1)\n", default_catalog().get(NEW_ENV), empty)

@@ -85,3 +85,55 @@ def test_a_changed_pin_republishes_without_a_gap(tvm_envs: dict, settings: Setti
     second = (home / "envs" / NEW_ENV).resolve()
     assert second != first and not first.exists()  # the old build is gone, the link moved
     assert read_fingerprint(fresh, repinned) is not None and read_fingerprint(fresh, env) is None
+
+
+# Waits (in its work directory, the sandbox's cwd) for the test to say "go", then reads
+# files of its environment that nothing read before: they must still be there.
+IN_FLIGHT = """
+import os, pathlib, time, tvm
+pathlib.Path("started").write_text("1")
+while not pathlib.Path("go").exists():
+    time.sleep(0.05)
+package = os.path.dirname(tvm.__file__)
+print(len(os.listdir(package)), len(open(os.path.join(package, "__init__.py")).read()) > 0)
+import pytest
+print("imported", pytest.__name__)
+"""
+
+
+def test_reprovisioning_keeps_the_build_a_run_is_using(tvm_envs: dict, settings: Settings,
+                                                       tmp_path: Path) -> None:
+    import threading
+    import time
+
+    from tvmrepro.cases import parse_case
+    from worker.runner import run_variant
+    from worker.runtimes.local import LocalRuntime
+
+    home = fresh_home(tmp_path, settings)
+    fresh = Settings.from_env({"TVMREPRO_HOME": str(home)})
+    env = tvm_envs[NEW_ENV]
+    provision(fresh, env)
+    first = (home / "envs" / NEW_ENV).resolve()
+    results = []
+    runner = threading.Thread(daemon=True, target=lambda: results.append(run_variant(
+        parse_case({"script": IN_FLIGHT, "timeout_s": 300}), "script", env, LocalRuntime(fresh),
+        run_id="in-flight")))
+    runner.start()
+    workdir = fresh.work_dir / "in-flight" / "work"
+    try:
+        deadline = time.monotonic() + 120
+        while not (workdir / "started").exists():
+            assert runner.is_alive() and time.monotonic() < deadline, results
+            time.sleep(0.1)
+        repinned = Environment(**{**env.__dict__, "packages": {**env.packages, "pytest": "9.1.0"}})
+        provision(fresh, repinned)  # while the run is in flight
+        moved, held = (home / "envs" / NEW_ENV).resolve() != first, first.exists()
+    finally:
+        (workdir / "go").write_text("1")  # the run goes on, whatever happened here
+    runner.join(timeout=300)
+    (result,) = results
+    assert result.status == "ok", (result.message, result.log.stderr[-2000:])
+    assert result.log.stdout.splitlines()[-1] == "imported pytest"
+    assert moved and held  # the link moved on; the run's build stayed while it ran
+    assert not first.exists()  # and was collected once the run ended
