@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
 
 from tvmrepro.bisect_jobs import current, start
 from tvmrepro.bisection import Options, parse_oracle
@@ -13,10 +12,11 @@ from tvmrepro.environments import Catalog, Environment
 from tvmrepro.errors import BadInput
 from tvmrepro.lifecycle import JobStatus
 from tvmrepro.models import Bisection, JobRequest
+from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.store import Store
 
 BISECT_ONLY = ("variant", "oracle", "reference", "repeat", "strategy")
-Publish = Callable[[list[dict[str, Any]]], None]
+Publish = Callable[[list[RunRow]], None]
 
 
 def refuse_bisect_fields(request: JobRequest) -> None:
@@ -65,23 +65,23 @@ def start_bisect(store: Store, catalog: Catalog, publish: Publish, case: Case,
         raise BadInput("repeat", f"the bisection makes up to "
                                  f"{len(options.environments) * options.repeat} runs; this "
                                  f"service queues at most {cap}")
-    job = {"id": uuid.uuid4().hex, "kind": "bisect", "title": case.title,
-           "case": case.model_dump(mode="json", exclude_defaults=True),
-           "environments": options.environments, "variants": [options.variant],
-           "bypass_cache": options.bypass_cache, "created_at": now}
+    job = JobRow(id=uuid.uuid4().hex, kind="bisect", title=case.title,
+                 case=case.model_dump(mode="json", exclude_defaults=True),
+                 environments=options.environments, variants=[options.variant],
+                 bypass_cache=options.bypass_cache, created_at=now)
     publish(start(store, job, case, options, catalog, cap))
-    return str(job["id"])
+    return job.id
 
 
 def read_bisect(store: Store, catalog: Catalog, publish: Publish,
-                job: dict[str, Any]) -> tuple[dict[str, Any], Bisection | None]:
+                job: JobRow) -> tuple[JobRow, Bisection | None]:
     """The job (read again if a late step added runs) and its bisect object."""
     found, added = current(store, job, catalog)
     if added:
         publish(added)
     if found is None:
         return job, None
-    return (store.job(job["id"]) or job), Bisection.model_validate(found)
+    return (store.job(job.id) or job), Bisection.model_validate(found)
 
 
 def bisect_status(status: JobStatus, bisect: Bisection | None) -> JobStatus:

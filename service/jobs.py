@@ -11,8 +11,9 @@ from typing import Any
 from celery import Celery
 from pydantic import ValidationError
 
-from service.matrix import build_matrix, compare, job_status
+from service.matrix import build_matrix, job_status
 from tvmrepro.cases import Case, bad_input, parse_case
+from tvmrepro.comparisons import compare
 from tvmrepro.environments import Catalog, Environment, default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.fanout import PlannedRun, fan_out
@@ -28,6 +29,7 @@ from tvmrepro.models import (
     RunView,
 )
 from tvmrepro.queue import broker_ping, make_celery, publish_run
+from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store, open_store
 
@@ -36,6 +38,13 @@ log = logging.getLogger(__name__)
 
 def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat()
+
+
+def _run_view(run: RunRow) -> RunView:
+    return RunView(id=run.id, variant=run.variant, environment=run.environment, state=run.state,
+                   cached=run.cached, cached_from=run.result_id if run.cached else None,
+                   deliveries=run.deliveries, result=run.result,
+                   finished_at=_iso(run.finished_at) if run.finished_at else None)
 
 
 def _prefixed(exc: BadInput, prefix: str) -> BadInput:
@@ -88,18 +97,17 @@ class JobService:
             raise _prefixed(exc, "case") from exc
 
     def _runs(self, job_id: str, case: Case, planned: list[PlannedRun], bypass_cache: bool,
-              now: float) -> list[dict[str, Any]]:
-        runs: list[dict[str, Any]] = []
+              now: float) -> list[RunRow]:
+        runs: list[RunRow] = []
         for run in planned:
             key = cache_key(case, run.variant, run.env)
             hit = None if bypass_cache else self.store.cached_result(key)
-            runs.append({
-                "id": uuid.uuid4().hex, "job_id": job_id, "ordinal": len(runs),
-                "variant": run.variant, "environment": run.env.id,
-                "state": (RunState.DONE if hit else RunState.QUEUED).value,
-                "cache_key": key, "cached": hit is not None, "result_id": hit,
-                "timeout_s": case.timeout_s, "deliveries": 0, "created_at": now,
-                "published_at": None if hit else now, "finished_at": now if hit else None})
+            runs.append(RunRow(
+                id=uuid.uuid4().hex, job_id=job_id, ordinal=len(runs), variant=run.variant,
+                environment=run.env.id, state=RunState.DONE if hit else RunState.QUEUED,
+                cache_key=key, cached=hit is not None, result_id=hit, timeout_s=case.timeout_s,
+                created_at=now, published_at=None if hit else now,
+                finished_at=now if hit else None))
         return runs
 
     def submit(self, body: Any) -> JobView:
@@ -116,59 +124,60 @@ class JobService:
                            f"this service queues at most {self.settings.max_queued_runs}")
         job_id, now = uuid.uuid4().hex, time.time()
         runs = self._runs(job_id, case, planned, request.bypass_cache, now)
-        job = {"id": job_id, "kind": request.kind, "title": case.title,
-               "case": case.model_dump(mode="json", exclude_defaults=True),
-               "environments": [env.id for env in envs], "variants": variants,
-               "bypass_cache": request.bypass_cache, "created_at": now}
+        job = JobRow(id=job_id, kind=request.kind, title=case.title,
+                     case=case.model_dump(mode="json", exclude_defaults=True),
+                     environments=[env.id for env in envs], variants=variants,
+                     bypass_cache=request.bypass_cache, created_at=now)
         self.store.submit(job, runs, self.settings.max_queued_runs)
-        self._publish([run for run in runs if run["state"] == RunState.QUEUED])
+        self._publish([run for run in runs if run.state == RunState.QUEUED])
         view = self.job(job_id)
         assert view is not None  # stored just above
         return view
 
-    def _publish(self, runs: list[dict[str, Any]]) -> None:
+    def _publish(self, runs: list[RunRow]) -> None:
         # Stored before published: a publish that fails leaves the run waiting in the
         # store, and the workers' recovery sweep publishes it again.
         try:
             for run in runs:
-                publish_run(self.celery, run["id"], run["environment"])
+                publish_run(self.celery, run.id, run.environment)
         except Exception:
             log.exception("publishing runs failed; the recovery sweep will publish them")
 
     # Reading ------------------------------------------------------------------
 
     def job(self, job_id: str) -> JobView | None:
-        """A job with its runs and matrix, or None."""
+        """A job with its runs and matrix (its comparisons read, never computed here), or None."""
         job = self.store.job(job_id)
         if job is None:
             return None
-        runs = [RunView(id=r["id"], variant=r["variant"], environment=r["environment"],
-                        state=r["state"], cached=r["cached"],
-                        cached_from=r["result_id"] if r["cached"] else None,
-                        deliveries=r["deliveries"], result=r["result"],
-                        finished_at=_iso(r["finished_at"]) if r["finished_at"] else None)
-                for r in job["runs"]]
+        comparisons = job.comparisons
+        if comparisons is None and job.finished:
+            # Finished before comparisons were stored (a store made by an older version), or
+            # its last finisher died in between: computed now, once, and stored.
+            comparisons = self.store.settle_comparisons(job.id)
+        runs = [_run_view(run) for run in job.runs]
         return JobView(
-            id=job["id"], kind=job["kind"], title=job["title"], status=job_status(job["runs"]),
-            created_at=_iso(job["created_at"]), environments=job["environments"],
-            variants=job["variants"], bypass_cache=job["bypass_cache"],
-            cached_runs=sum(r.cached for r in runs), runs=runs,
-            matrix=build_matrix(job, self.store.passes), case=job["case"])
+            id=job.id, kind=job.kind, title=job.title,
+            status=job_status(job.runs),
+            created_at=_iso(job.created_at), environments=job.environments,
+            variants=job.variants, bypass_cache=job.bypass_cache,
+            cached_runs=sum(run.cached for run in runs), runs=runs,
+            matrix=build_matrix(job, comparisons), case=job.case)
 
     def result_id(self, job_id: str, run_id: str) -> str | None:
         """The id under which a finished run's result is stored (None: unknown or unfinished)."""
         run = self.store.run(job_id, run_id)
-        return run["result_id"] if run else None
+        return run.result_id if run else None
 
     def compare(self, job_id: str, a: str, b: str) -> Comparison | None:
         """Compare two finished runs of a job (None if either is unknown or unfinished)."""
-        rows = [self.store.run(job_id, run_id) for run_id in (a, b)]
-        if any(row is None or not row["result_id"] for row in rows):
+        first, second = (self.store.run(job_id, run_id) for run_id in (a, b))
+        if first is None or second is None or not first.result_id or not second.result_id:
             return None
-        refs = [CellRef(variant=r["variant"], environment=r["environment"])
-                for r in rows if r is not None]
-        ids = [r["result_id"] for r in rows if r is not None]
-        return compare(refs[0], self.store.passes(ids[0]), refs[1], self.store.passes(ids[1]))
+        return compare(CellRef(variant=first.variant, environment=first.environment),
+                       self.store.passes(first.result_id),
+                       CellRef(variant=second.variant, environment=second.environment),
+                       self.store.passes(second.result_id))
 
     def environments(self) -> EnvironmentList:
         """Every catalog environment with its live workers and waiting runs."""

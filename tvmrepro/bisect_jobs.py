@@ -19,105 +19,106 @@ from tvmrepro.bisection import Observation, Options, evaluate, initial_probes, p
 from tvmrepro.cases import Case, parse_case
 from tvmrepro.environments import Catalog
 from tvmrepro.lifecycle import RunState, cache_key
+from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.store import BisectionStep, BisectionUpdate, QueueFull, Store
 
 
 def make_runs(store: Store, job_id: str, case: Case, options: Options, envs: list[str],
-              catalog: Catalog, first_ordinal: int) -> list[dict[str, Any]]:
+              catalog: Catalog, first_ordinal: int) -> list[RunRow]:
     """Run rows for these environments, `options.repeat` each; only a first repeat may be
     served from the cache (a repeat is there to run again)."""
     now = time.time()
-    runs: list[dict[str, Any]] = []
+    runs: list[RunRow] = []
     for env_id in envs:
         key = cache_key(case, options.variant, catalog.get(env_id))
         for repeat in range(options.repeat):
             hit = store.cached_result(key) if repeat == 0 and not options.bypass_cache else None
-            runs.append({
-                "id": uuid.uuid4().hex, "job_id": job_id, "ordinal": first_ordinal + len(runs),
-                "variant": options.variant, "environment": env_id,
-                "state": (RunState.DONE if hit else RunState.QUEUED).value,
-                "cache_key": key, "cached": hit is not None, "result_id": hit,
-                "timeout_s": case.timeout_s, "deliveries": 0, "created_at": now,
-                "published_at": None if hit else now, "finished_at": now if hit else None})
+            runs.append(RunRow(
+                id=uuid.uuid4().hex, job_id=job_id, ordinal=first_ordinal + len(runs),
+                variant=options.variant, environment=env_id,
+                state=RunState.DONE if hit else RunState.QUEUED, cache_key=key,
+                cached=hit is not None, result_id=hit, timeout_s=case.timeout_s,
+                created_at=now, published_at=None if hit else now,
+                finished_at=now if hit else None))
     return runs
 
 
-def _result(store: Store, run: dict[str, Any], with_log: bool) -> dict[str, Any] | None:
-    if run["state"] != RunState.DONE or not run["result_id"]:
+def _result(store: Store, run: RunRow, with_log: bool) -> dict[str, Any] | None:
+    if not run.done or not run.result_id:
         return None
-    result = run.get("result") or store.result(run["result_id"]) or {}
+    result = run.result or store.result(run.result_id) or {}
     if with_log:
-        log = store.log(run["result_id"]) or {}
+        log = store.log(run.result_id) or {}
         result = {**result, "log_text": f"{log.get('stdout', '')}\n{log.get('stderr', '')}"}
     return dict(result)
 
 
-def observations(store: Store, runs: list[dict[str, Any]], options: Options) -> list[Observation]:
+def observations(store: Store, runs: list[RunRow], options: Options) -> list[Observation]:
     """The bisection's view of stored runs (with their logs when the oracle reads them)."""
     with_log = parse_oracle(options.oracle).needs_log
-    return [Observation(r["environment"], r["id"], _result(store, r, with_log)) for r in runs]
+    return [Observation(r.environment, r.id, _result(store, r, with_log)) for r in runs]
 
 
 def stepper(store: Store, catalog: Catalog) -> BisectionStep:
     """The step that advance_bisection applies: judge, and add the next probes' runs."""
 
-    def step(job: dict[str, Any], row: dict[str, Any]) -> BisectionUpdate:
+    def step(job: JobRow, row: dict[str, Any]) -> BisectionUpdate:
         options = Options(**row["options"])
-        case = parse_case(job["case"])
-        runs: list[dict[str, Any]] = list(job["runs"])
-        added: list[dict[str, Any]] = []
+        case = parse_case(job.case)
+        runs: list[RunRow] = list(job.runs)
+        added: list[RunRow] = []
         while True:
             found, upcoming = evaluate(options, observations(store, runs + added, options))
             if not upcoming:
                 break
-            more = make_runs(store, job["id"], case, options, upcoming, catalog,
+            more = make_runs(store, job.id, case, options, upcoming, catalog,
                              len(runs) + len(added))
             added += more
-            if any(r["state"] == RunState.QUEUED for r in more):
+            if any(r.state == RunState.QUEUED for r in more):
                 found, _ = evaluate(options, observations(store, runs + added, options))
                 break
-        probed = {r["environment"] for r in runs + added}
+        probed = {r.environment for r in runs + added}
         return BisectionUpdate(
             runs=added, environments=[e for e in options.environments if e in probed],
-            result=found, seen=sum(r["state"] == RunState.DONE for r in runs + added))
+            result=found, seen=sum(r.done for r in runs + added))
 
     return step
 
 
-def advance(store: Store, job_id: str, catalog: Catalog) -> list[dict[str, Any]]:
+def advance(store: Store, job_id: str, catalog: Catalog) -> list[RunRow]:
     """Advance a bisect job after a run of it finished; the new runs that wait for a worker."""
     added = store.advance_bisection(job_id, stepper(store, catalog))
-    return [r for r in added if r["state"] == RunState.QUEUED]
+    return [r for r in added if r.state == RunState.QUEUED]
 
 
-def start(store: Store, job: dict[str, Any], case: Case, options: Options, catalog: Catalog,
-          cap: int) -> list[dict[str, Any]]:
+def start(store: Store, job: JobRow, case: Case, options: Options, catalog: Catalog,
+          cap: int) -> list[RunRow]:
     """Store a bisect job with its first probes' runs; the runs that wait for a worker.
 
     QueueFull (nothing stored) when the first probes would overfill the queue.
     """
     first = initial_probes(options)
-    runs = make_runs(store, job["id"], case, options, first, catalog, 0)
-    store.save_bisection(job["id"], dataclasses.asdict(options))
+    runs = make_runs(store, job.id, case, options, first, catalog, 0)
+    store.save_bisection(job.id, dataclasses.asdict(options))
     ordered = [e for e in options.environments if e in first]
     try:
-        store.submit({**job, "environments": ordered}, runs, cap)
+        store.submit(job.model_copy(update={"environments": ordered}), runs, cap)
     except QueueFull:
-        store.forget_bisection(job["id"])
+        store.forget_bisection(job.id)
         raise
-    queued = [r for r in runs if r["state"] == RunState.QUEUED]
-    return queued + advance(store, job["id"], catalog)
+    queued = [r for r in runs if r.state == RunState.QUEUED]
+    return queued + advance(store, job.id, catalog)
 
 
-def current(store: Store, job: dict[str, Any], catalog: Catalog) -> tuple[dict[str, Any] | None,
-                                                                         list[dict[str, Any]]]:
+def current(store: Store, job: JobRow, catalog: Catalog) -> tuple[dict[str, Any] | None,
+                                                                  list[RunRow]]:
     """A bisect job's stored object, advanced first if a finished run was never seen (its
     worker died between storing the result and the step); and the runs that step added."""
-    row = store.bisection(job["id"])
+    row = store.bisection(job.id)
     if row is None:
         return None, []
-    done = sum(r["state"] == RunState.DONE for r in job["runs"])
+    done = sum(r.done for r in job.runs)
     if row["result"] is not None and row["seen"] == done:
         return row["result"], []
-    added = advance(store, job["id"], catalog)
-    return (store.bisection(job["id"]) or {}).get("result"), added
+    added = advance(store, job.id, catalog)
+    return (store.bisection(job.id) or {}).get("result"), added

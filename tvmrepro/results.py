@@ -53,9 +53,12 @@ class Result(BaseModel):
     variant: str
     status: Status
     stage: str | None = None
+    pass_path: list[str] | None = None  # the passes running when it failed, outermost first
     error_type: str | None = None
     message: str | None = None
     signature: str | None = None
+    signature_frame: str | None = None  # the TVM C++ function that raised, normalised
+    signature_message: str | None = None  # the message, normalised
     signal: str | None = None
     rewrites: list[str] = Field(default_factory=list)
     passes: list[PassRecord] = Field(default_factory=list)

@@ -11,35 +11,35 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
-from sqlalchemy import event
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.pool import NullPool
+from sqlalchemy.engine import Connection
 
 from tvmrepro import migrations
 from tvmrepro import schema as t
+from tvmrepro.comparisons import job_comparisons
+from tvmrepro.engine import make_engine
 from tvmrepro.errors import ReproError
 from tvmrepro.lifecycle import Action, Claim, RunState
+from tvmrepro.models import Comparison
 from tvmrepro.results import Result, Status
+from tvmrepro.rows import JobRow, RunRow
 
-SQLITE_BUSY_S = 30.0  # how long a SQLite writer waits for another's lock
 SCHEMA_ATTEMPTS = 5  # a first start may wait long for another's lock
 
 
 class BisectionUpdate(NamedTuple):
     """What one step of a bisection stores: runs to add, the job's environments, the object."""
 
-    runs: list[dict[str, Any]]
+    runs: list[RunRow]
     environments: list[str]
     result: dict[str, Any]
     seen: int
 
 
 # (the job with its runs, the bisections row) -> the update to store
-BisectionStep = Callable[[dict[str, Any], dict[str, Any]], BisectionUpdate]
+BisectionStep = Callable[[JobRow, dict[str, Any]], BisectionUpdate]
 
 
 class QueueFull(ReproError):
@@ -48,47 +48,6 @@ class QueueFull(ReproError):
     def __init__(self, waiting: int, cap: int) -> None:
         super().__init__(f"the queue holds {waiting} waiting runs (cap {cap}); retry later")
         self.waiting, self.cap = waiting, cap
-
-
-def _sqlite_engine(url: str, pooled: bool) -> Engine:
-    database = sa.engine.make_url(url).database
-    if database and database != ":memory:":
-        # SQLite creates the file but not its directory: a fresh home has none yet.
-        try:
-            Path(database).parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ReproError(f"cannot create the store's directory for {database}: {exc.strerror}") from exc
-    extra: dict[str, Any] = {} if pooled else {"poolclass": NullPool}
-    engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_S,
-                                                 "check_same_thread": False}, **extra)
-
-    @event.listens_for(engine, "connect")
-    def _connect(dbapi_conn: Any, _record: Any) -> None:
-        dbapi_conn.isolation_level = None  # SQLAlchemy, not the driver, begins transactions
-        cursor = dbapi_conn.cursor()
-        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
-            cursor.execute(f"PRAGMA {pragma}")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _begin(conn: Connection) -> None:
-        # A writer takes the lock up front: upgrading a read lock later fails at once
-        # ("database is locked") instead of waiting.
-        immediate = conn.get_execution_options().get("write")
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
-
-    return engine
-
-
-def make_engine(url: str, pooled: bool = True) -> Engine:
-    """An engine for a store URL (sqlite:///..., postgresql+psycopg://...)."""
-    if url.startswith("sqlite"):
-        return _sqlite_engine(url, pooled)
-    if url.startswith("postgresql://"):  # the common spelling; psycopg 3 is the driver we ship
-        url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
-    if not pooled:
-        return sa.create_engine(url, poolclass=NullPool)
-    return sa.create_engine(url, pool_pre_ping=True)
 
 
 def open_store(url: str, pooled: bool = True) -> Store:
@@ -147,9 +106,9 @@ class Store:
 
     # Submission ---------------------------------------------------------------
 
-    def submit(self, job: dict[str, Any], new_runs: list[dict[str, Any]], cap: int) -> None:
+    def submit(self, job: JobRow, new_runs: list[RunRow], cap: int) -> None:
         """Store a job and its runs in one transaction, or raise QueueFull storing nothing."""
-        waiting_new = sum(1 for run in new_runs if run["state"] == RunState.QUEUED)
+        waiting_new = sum(1 for run in new_runs if run.state == RunState.QUEUED)
         with self._write() as conn:
             # Locks the admission row: concurrent submissions count and insert one at a time.
             conn.execute(t.admission.update().where(t.admission.c.id == 1)
@@ -158,9 +117,11 @@ class Store:
                 waiting = self._count_waiting(conn)
                 if waiting + waiting_new > cap:
                     raise QueueFull(waiting, cap)
-            conn.execute(t.jobs.insert().values(**job))
+            conn.execute(t.jobs.insert().values(**job.columns()))
             if new_runs:
-                conn.execute(t.runs.insert(), new_runs)
+                conn.execute(t.runs.insert(), [run.columns() for run in new_runs])
+        if new_runs and not waiting_new and all(run.done for run in new_runs):
+            self.settle_comparisons(job.id)  # every run came from the cache
 
     @staticmethod
     def _count_waiting(conn: Connection) -> int:
@@ -198,8 +159,8 @@ class Store:
 
     # Reading ------------------------------------------------------------------
 
-    def job(self, job_id: str) -> dict[str, Any] | None:
-        """A job with its runs in order, each with its result's summary (or None)."""
+    def job(self, job_id: str) -> JobRow | None:
+        """A job with its runs in order (each with its result's summary) and its comparisons."""
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(t.jobs).where(t.jobs.c.id == job_id)).mappings().first()
             if row is None:
@@ -207,15 +168,19 @@ class Store:
             query = (sa.select(t.runs, t.results.c.data.label("result"))
                      .outerjoin(t.results, t.results.c.run_id == t.runs.c.result_id)
                      .where(t.runs.c.job_id == job_id).order_by(t.runs.c.ordinal))
-            runs = [dict(r) for r in conn.execute(query).mappings()]
-        return {**dict(row), "runs": runs}
+            runs = [RunRow.model_validate(dict(r)) for r in conn.execute(query).mappings()]
+            stored = conn.execute(sa.select(t.comparisons.c.data, t.comparisons.c.runs)
+                                  .where(t.comparisons.c.job_id == job_id)).first()
+        # Comparisons made from fewer runs than the job has now are stale: not shown.
+        comparisons = stored.data if stored is not None and stored.runs == len(runs) else None
+        return JobRow.model_validate({**dict(row), "runs": runs, "comparisons": comparisons})
 
-    def run(self, job_id: str, run_id: str) -> dict[str, Any] | None:
-        """One run row of a job, or None."""
+    def run(self, job_id: str, run_id: str) -> RunRow | None:
+        """One run of a job, or None."""
         query = sa.select(t.runs).where(t.runs.c.id == run_id, t.runs.c.job_id == job_id)
         with self.engine.connect() as conn:
             row = conn.execute(query).mappings().first()
-        return dict(row) if row else None
+        return RunRow.model_validate(dict(row)) if row else None
 
     def result(self, result_id: str) -> dict[str, Any] | None:
         """The full stored result (log and every pass's IR included)."""
@@ -279,6 +244,8 @@ class Store:
                 .values(state=RunState.DONE.value, result_id=run_id, finished_at=time.time()))
             if stored.rowcount != 1:
                 return False
+            job_id = conn.execute(sa.select(t.runs.c.job_id)
+                                  .where(t.runs.c.id == run_id)).scalar_one()
             conn.execute(t.results.insert().values(
                 run_id=run_id, status=data["status"], stage=data["stage"],
                 signature=data["signature"], data=data, created_at=time.time()))
@@ -288,16 +255,38 @@ class Store:
                     {"run_id": run_id, "idx": p["index"], "name": p["name"],
                      "seconds": p["seconds"], "functions": p["functions"], "ir": p["ir"]}
                     for p in passes])
+        # After the commit: the diffs are not made while holding the write lock. A finisher
+        # that dies before this leaves them to the job's next read (settle_comparisons).
+        self.settle_comparisons(job_id)
         return True
 
-    def unfinished(self, environments: list[str]) -> list[dict[str, Any]]:
+    def settle_comparisons(self, job_id: str) -> list[Comparison] | None:
+        """A finished job's comparisons: stored ones, else computed once and stored (None:
+        the job is unknown or not finished)."""
+        job = self.job(job_id)
+        if job is None or not job.finished:
+            return None
+        if job.comparisons is not None:
+            return job.comparisons
+        found = job_comparisons(job, self.passes)
+        data = [comparison.model_dump(mode="json") for comparison in found]
+        lock = sa.select(t.jobs.c.id).where(t.jobs.c.id == job_id).with_for_update()
+        with self._write() as conn:
+            conn.execute(lock)  # finishers of one job's last runs store them one at a time
+            conn.execute(t.comparisons.delete().where(t.comparisons.c.job_id == job_id,
+                                                      t.comparisons.c.runs < len(job.runs)))
+            if conn.execute(sa.select(t.comparisons.c.job_id)
+                            .where(t.comparisons.c.job_id == job_id)).first() is None:
+                conn.execute(t.comparisons.insert().values(
+                    job_id=job_id, data=data, runs=len(job.runs), created_at=time.time()))
+        return found
+
+    def unfinished(self, environments: list[str]) -> list[RunRow]:
         """Queued and running runs of these environments (the recovery sweep reads them)."""
-        query = sa.select(t.runs.c.id, t.runs.c.environment, t.runs.c.state,
-                          t.runs.c.timeout_s, t.runs.c.claimed_by, t.runs.c.claimed_at,
-                          t.runs.c.published_at).where(
+        query = sa.select(t.runs).where(
             t.runs.c.state != RunState.DONE.value, t.runs.c.environment.in_(environments))
         with self.engine.connect() as conn:
-            return [dict(r) for r in conn.execute(query).mappings()]
+            return [RunRow.model_validate(dict(r)) for r in conn.execute(query).mappings()]
 
     def heartbeat(self, worker: str, environments: list[str]) -> None:
         """Record that `worker` is alive and serves `environments`."""
@@ -358,7 +347,7 @@ class Store:
             row = conn.execute(query).mappings().first()
         return dict(row) if row else None
 
-    def advance_bisection(self, job_id: str, step: BisectionStep) -> list[dict[str, Any]]:
+    def advance_bisection(self, job_id: str, step: BisectionStep) -> list[RunRow]:
         """Apply `step` to a bisect job under its row's lock: store the runs it adds (the job's
         environments follow), its bisect object and `seen`; the added runs (none: no bisection)."""
         lock = (sa.select(t.bisections).where(t.bisections.c.job_id == job_id)
@@ -370,8 +359,8 @@ class Store:
                 return []
             update = step(job, dict(row))
             if update.runs:
-                conn.execute(t.runs.insert(), update.runs)
-            if update.environments != job["environments"]:
+                conn.execute(t.runs.insert(), [run.columns() for run in update.runs])
+            if update.environments != job.environments:
                 conn.execute(t.jobs.update().where(t.jobs.c.id == job_id)
                              .values(environments=update.environments))
             conn.execute(t.bisections.update().where(t.bisections.c.job_id == job_id).values(

@@ -25,6 +25,7 @@ from celery import Celery, bootsteps
 from tvmrepro.lifecycle import RunState
 from tvmrepro.liveness import claimer_gone, process_token
 from tvmrepro.queue import WORKER_LOST_WAIT_S, publish_run, queue_length
+from tvmrepro.rows import RunRow
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store
 
@@ -46,43 +47,43 @@ class Sweeper:
         # No pool: the main process forks pool processes, which must inherit no connection.
         self.store = Store(settings.store_url, pooled=False)
 
-    def _waiting_lost(self, row: dict[str, Any], empty: set[str], now: float,
+    def _waiting_lost(self, row: RunRow, empty: set[str], now: float,
                       unqueued: set[str]) -> bool:
-        published = row["published_at"] or 0.0
+        published = row.published_at or 0.0
         if published > now - SETTLE_S:
             return False
-        if row["environment"] in empty:
-            unqueued.add(row["id"])
-            if row["id"] in self.unqueued:
+        if row.environment in empty:
+            unqueued.add(row.id)
+            if row.id in self.unqueued:
                 return True
         return published < now - self.settings.requeue_after_s
 
-    def _running_lost(self, row: dict[str, Any], now: float) -> bool:
-        published, claimed = row["published_at"] or 0.0, row["claimed_at"] or 0.0
+    def _running_lost(self, row: RunRow, now: float) -> bool:
+        published, claimed = row.published_at or 0.0, row.claimed_at or 0.0
         if published > claimed and published > now - self.settings.requeue_after_s:
             return False  # already published again since it was claimed
-        if claimed + row["timeout_s"] + self.settings.claim_grace_s < now:
+        if claimed + row.timeout_s + self.settings.claim_grace_s < now:
             return True  # silent past its own time limit: its host is lost
-        if not claimer_gone(row["claimed_by"] or ""):
+        if not claimer_gone(row.claimed_by or ""):
             return False
-        first_seen = self.gone_since.setdefault(f"{row['id']}/{row['claimed_by']}", now)
+        first_seen = self.gone_since.setdefault(f"{row.id}/{row.claimed_by}", now)
         return first_seen < now - HANDBACK_S
 
     def lost_runs(self) -> list[tuple[str, str]]:
         """(run id, environment) of every run to publish again."""
         now = time.time()
         rows = self.store.unfinished(self.environments)
-        claims = {f"{r['id']}/{r['claimed_by']}" for r in rows if r["state"] == RunState.RUNNING}
+        claims = {f"{r.id}/{r.claimed_by}" for r in rows if r.state == RunState.RUNNING}
         self.gone_since = {k: v for k, v in self.gone_since.items() if k in claims}
-        waiting_envs = {r["environment"] for r in rows if r["state"] == RunState.QUEUED}
+        waiting_envs = {r.environment for r in rows if r.state == RunState.QUEUED}
         empty = {env for env in waiting_envs if queue_length(self.app, env) == 0}
         lost: list[tuple[str, str]] = []
         unqueued: set[str] = set()
         for row in rows:
-            waiting, running = row["state"] == RunState.QUEUED, row["state"] == RunState.RUNNING
+            waiting, running = row.state == RunState.QUEUED, row.state == RunState.RUNNING
             if ((waiting and self._waiting_lost(row, empty, now, unqueued))
                     or (running and self._running_lost(row, now))):
-                lost.append((row["id"], row["environment"]))
+                lost.append((row.id, row.environment))
         self.unqueued = unqueued - {run_id for run_id, _ in lost}
         return lost
 

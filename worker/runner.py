@@ -70,11 +70,13 @@ def assemble_result(job: SandboxJob, ex: Execution) -> Result:
               for e in events if e["event"] == "pass"]
     fields: dict[str, Any]
     if result_event and not ex.timed_out:
-        fields = {k: result_event.get(k) for k in ("status", "stage", "error_type", "message",
-                                                   "signature", "outputs")}
+        fields = {k: result_event.get(k) for k in ("status", "stage", "pass_path", "error_type",
+                                                   "message", "signature", "signature_frame",
+                                                   "signature_message", "outputs")}
     else:
         fields = _outcome_without_result(job, ex, started=bool(start))
         fields["stage"] = stage_event["stage"] if stage_event else None
+        fields["pass_path"] = stage_event.get("pass_path") if stage_event else None
         fields["signature"] = f"{fields['error_type']}: {fields['message']}"
         if fields["status"] == Status.CRASH:
             fields["signature"] = f"crash: {ex.signal}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import faulthandler
 import json
 import os
@@ -22,7 +23,7 @@ from .classify import Outcome, classify
 from .events import EventSink
 from .modes import run_module_case, run_script_case
 from .porting import detect, port
-from .tracing import Tracer, stage_of
+from .tracing import Tracer, pass_path_of, stage_of
 
 
 def _parse_args(argv: list[str]) -> argparse.Namespace:
@@ -52,6 +53,17 @@ def _harness_mode(case: dict[str, Any]) -> str | None:
     return (case.get("harness") or {}).get("mode")
 
 
+def _print_traceback(exc: BaseException) -> None:
+    """The traceback to the log, wherever stderr is now: the case may have closed or replaced it."""
+    text = "".join(traceback.format_exception(exc))
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except Exception:  # closed, detached or replaced by something that raises: try the descriptor
+        with contextlib.suppress(OSError):
+            os.write(2, text.encode(errors="replace"))
+
+
 def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path) -> dict[str, Any]:
     """Run the case and return the result fields the harness knows."""
     script_mode = case.get("script") is not None
@@ -72,26 +84,21 @@ def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path)
         text, fields["rewrites"] = port(case["script"] if script_mode else case["source"], features)
         sink.emit("rewrites", rewrites=fields["rewrites"])
         if script_mode:
-            tracer.enter("script")
+            tracer.start_script()
             fields.update(run_script_case(text, workdir))
         else:
             variant = next(v for v in case["variants"] if v["name"] == variant_name)
             fields.update(run_module_case(tvm, case, variant, tracer, workdir, text, features))
         outcome = Outcome("ok")
-        stage = tracer.stage
+        stage = tracer.final_stage()
     except BaseException as exc:  # the case's failure is the result, whatever it is
-        traceback.print_exc()
         outcome = classify(exc)
-        stage = stage_of(exc) or tracer.stage
+        stage = stage_of(exc) or tracer.final_stage()
+        fields["pass_path"] = pass_path_of(exc)
         if tracer.stage == "import" and outcome.status == "error":
-            outcome = Outcome("infra_error", outcome.error_type, outcome.message, outcome.signature)
-    fields.update(
-        status=outcome.status,
-        stage=stage,
-        error_type=outcome.error_type,
-        message=outcome.message,
-        signature=outcome.signature,
-    )
+            outcome = dataclasses.replace(outcome, status="infra_error")
+        _print_traceback(exc)
+    fields.update(stage=stage, **dataclasses.asdict(outcome))
     return fields
 
 

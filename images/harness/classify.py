@@ -3,35 +3,12 @@
 from __future__ import annotations
 
 import re
+import traceback
 from dataclasses import dataclass
 
+from . import signature as signatures
 from .porting import Incompatible
 
-# One vocabulary for things TVM renamed between releases, so that one bug reads
-# the same everywhere. Order matters: longer names first.
-_SYNONYMS: tuple[tuple[str, str], ...] = (
-    (r"\bffi::PackedFunc\b", "ffi::Function"),
-    (r"\bPackedFunc\b", "ffi::Function"),
-    (r"\b(Tensor|Tuple|Shape|Func|Object|Prim)StructInfo\b", r"\1Type"),
-    (r"\bStructInfo\b", "Type"),
-    (r"\bstruct_info\b", "ty"),
-    (r"\bsinfo_args\b", "ty_args"),
-    (r"\bout_sinfo\b", "out_ty"),
-    (r"\b(?:tvm\.)?relax\.expr\.(\w+)", r"\1"),
-    (r"\b(?:tvm\.)?relax\.(Var|DataflowVar|Call|Function|Tuple|Constant)\b", r"\1"),
-    (r"\b(?:tvm\.)?ir\.(Var|GlobalVar)\b", r"\1"),
-    (r"\btvm\.tir\b", "tvm.tirx"),
-    (r"\bNDArray\b", "Tensor"),
-    (r"\bT\.block\b", "T.sblock"),
-)
-_NOISE: tuple[tuple[str, str], ...] = (
-    (r"0x[0-9a-fA-F]+", "0x?"),
-    (r"(?:/[\w.+\-@]+)+/?(?::\d+)*", "<path>"),  # absolute paths, with :line:column
-    (r"\b[\w\-]+\.(?:py|cc|h|cpp|so)(?::\d+)?\b", "<file>"),
-    (r"\bline \d+\b", "line ?"),
-    (r"\bat \d+:\d+\b", "at ?"),
-    (r"\s+", " "),
-)
 # Lines that are backtrace, not the error itself.
 _FRAME = re.compile(r"^\s*(?:\d+: |File \"|Traceback|  at |\^|File <)")
 MESSAGE_CAP = 2000
@@ -45,6 +22,8 @@ class Outcome:
     error_type: str | None = None
     message: str | None = None
     signature: str | None = None
+    signature_frame: str | None = None  # the TVM C++ function that raised, normalised
+    signature_message: str | None = None  # the message, normalised
 
 
 def first_line(text: str) -> str:
@@ -57,15 +36,24 @@ def first_line(text: str) -> str:
 
 
 def normalize(text: str) -> str:
-    """Drop addresses, paths and line numbers; word renamed things one way."""
-    for pattern, replacement in _SYNONYMS + _NOISE:
-        text = re.sub(pattern, replacement, text)
-    return text.strip()
+    """The message as the signature reads it (see signature.py)."""
+    return signatures.normalize(text)
 
 
-def signature(error_type: str, message: str) -> str:
+def signature(error_type: str, message: str, frames: list[tuple[str, str]] | None = None) -> str:
     """The text that is identical for the same bug on every TVM version."""
-    return f"{error_type}: {normalize(message)}"
+    return signatures.make(error_type, message, frames or ()).text
+
+
+def frames_of(exc: BaseException) -> list[tuple[str, str]]:
+    """(filename, function) of each traceback frame, outermost first; TVM adds its C++ ones."""
+    return [(frame.filename, frame.name) for frame in traceback.extract_tb(exc.__traceback__)]
+
+
+def _failed(status: str, error_type: str, message: str,
+            frames: list[tuple[str, str]] | None = None) -> Outcome:
+    sig = signatures.make(error_type, message, frames or ())
+    return Outcome(status, error_type, message, sig.text, sig.frame, sig.message)
 
 
 def _is_api_gap(exc: BaseException) -> bool:
@@ -81,15 +69,14 @@ def classify(exc: BaseException) -> Outcome:
     """The outcome of a run that raised `exc`."""
     error_type = type(exc).__name__
     message = first_line(str(exc)) or error_type
-    sig = signature(error_type, message)
+    frames = frames_of(exc)
     if isinstance(exc, MemoryError) or "std::bad_alloc" in str(exc):
-        return Outcome("oom", error_type, message, sig)
+        return _failed("oom", error_type, message, frames)
     if isinstance(exc, Incompatible) or _is_api_gap(exc):
-        return Outcome("incompatible", error_type, message, sig)
+        return _failed("incompatible", error_type, message, frames)
     if isinstance(exc, SystemExit):
         code = exc.code
         if code in (None, 0):
             return Outcome("ok")
-        message = f"the script exited with status {code}"
-        return Outcome("error", "SystemExit", message, signature("SystemExit", message))
-    return Outcome("error", error_type, message, sig)
+        return _failed("error", "SystemExit", f"the script exited with status {code}")
+    return _failed("error", error_type, message, frames)

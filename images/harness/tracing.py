@@ -2,12 +2,17 @@
 
 Three hooks, installed before user code runs:
 - a PassInstrument in every PassContext (the default one included) that names
-  each top-level pass `pass:<index>:<Name>` and records the function table and
-  TVMScript after it;
-- wrappers around relax.build / tvm.compile (stage `build`) and around the
-  Relax VM's constructor (`vm_init`) and function lookup (`run`);
+  each top-level pass `pass:<index>:<Name>`, follows the passes nested in it
+  (a Sequential, a pipeline such as `_pipeline`) so that the stage names the
+  innermost pass running (`pass:<index>:<Inner>`, its `pass_path` the chain
+  from the top-level pass down), and records the function table and TVMScript
+  after each top-level pass;
+- wrappers around the TVMScript parser's one entry (stage `parse`: the
+  decorators and `tvm.script.from_source`), relax.build / tvm.compile /
+  tirx.build (`build`), and the Relax VM's constructor (`vm_init`) and
+  function calls (`run`), wherever TVM's modules hold a reference to them;
 - a wrapper around Pass.__call__ that stamps a failing pass's exception with
-  its stage (the instrument never hears about a pass that raised).
+  its stage and pass path (the instrument never hears about a pass that raised).
 An exception that leaves an instrumented boundary carries the stage it was
 raised in (attribute STAGE_ATTR), so the top level can tell a `vm_init`
 failure from one in the user's own Python.
@@ -18,34 +23,64 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .events import EventSink
 
 STAGE_ATTR = "_tvmrepro_stage"
+PATH_ATTR = "_tvmrepro_pass_path"
 IR_CAP_CHARS = 512 * 1024
 _TRANSPARENT_PASSES = {"sequential", "Sequential"}
 
 
-def stage_of(exc: BaseException) -> str | None:
-    """The stage stamped on this exception or on one it was raised from."""
+def _stamped(exc: BaseException, attr: str) -> Any:
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        stage = getattr(current, STAGE_ATTR, None)
-        if stage:
-            return str(stage)
+        value = getattr(current, attr, None)
+        if value:
+            return value
         current = current.__cause__ or current.__context__
     return None
 
 
-def _stamp(exc: BaseException, stage: str) -> None:
+def stage_of(exc: BaseException) -> str | None:
+    """The stage stamped on this exception or on one it was raised from."""
+    stage = _stamped(exc, STAGE_ATTR)
+    return str(stage) if stage else None
+
+
+def pass_path_of(exc: BaseException) -> list[str] | None:
+    """The chain of passes (outermost first) that was running when this exception was raised."""
+    path = _stamped(exc, PATH_ATTR)
+    return list(path) if path else None
+
+
+def _stamp(exc: BaseException, stage: str, path: list[str] | None = None) -> None:
     if getattr(exc, STAGE_ATTR, None) is None:
         # Some C-level exceptions take no attributes; the stage event still names the stage.
         with contextlib.suppress(AttributeError, TypeError):
             setattr(exc, STAGE_ATTR, stage)
+            if path:
+                setattr(exc, PATH_ATTR, list(path))
+
+
+def _replace_everywhere(original: Any, replacement: Any) -> None:
+    """Point every reference that TVM's loaded modules hold to `original` at `replacement`.
+
+    `from ..core.entry import parse` copies a function into many modules; patching
+    one attribute would miss the decorators that call their own copy.
+    """
+    for name, module in list(sys.modules.items()):
+        if name != "tvm" and not name.startswith("tvm."):
+            continue
+        for attr, value in list(vars(module).items()):
+            if value is original:
+                setattr(module, attr, replacement)
 
 
 def _attr_value(value: Any) -> Any:
@@ -95,15 +130,45 @@ class Tracer:
         self.idle_stage = idle_stage
         self.stage = ""
         self.pass_count = 0
-        self.depth = 0
+        self.pass_stack: list[str] = []  # the passes running now, outermost first
         self.build_depth = 0
+        self.reached: str | None = None  # the last TVM stage a script entered
+        self._script_running = False
         self._pass_started = 0.0
+
+    @property
+    def depth(self) -> int:
+        """How many passes are running now, nested ones included."""
+        return len(self.pass_stack)
+
+    @property
+    def pass_path(self) -> list[str] | None:
+        """The passes running now, outermost first (None outside passes or inside a build)."""
+        return list(self.pass_stack) if self.pass_stack and self.build_depth == 0 else None
 
     def enter(self, stage: str) -> None:
         """Move to a stage and tell the runtime at once (a crash may follow)."""
+        if self._script_running and stage != self.idle_stage:
+            self.reached = stage
         if stage != self.stage:
             self.stage = stage
-            self.sink.emit("stage", stage=stage)
+            path = self.pass_path if stage.startswith("pass:") else None
+            self.sink.emit("stage", stage=stage, **({"pass_path": path} if path else {}))
+
+    def start_script(self) -> None:
+        """The script's own code starts: from now on, TVM stages it enters are remembered."""
+        self.enter(self.idle_stage or "script")
+        self._script_running = True
+
+    def final_stage(self) -> str:
+        """Where a run ended: the stage now, or between TVM calls the last TVM stage entered.
+
+        A script that checks a result after the VM call (`assert np.allclose(...)`) failed
+        where users mean it: at `run`; only before any TVM step is it `script`.
+        """
+        if self.stage == self.idle_stage and self.reached:
+            return self.reached
+        return self.stage
 
     def leave(self, finished: str) -> None:
         """Back from an instrumented call: to the idle stage, or stay at `finished` in module mode."""
@@ -111,20 +176,23 @@ class Tracer:
 
     # -- the PassInstrument callbacks ------------------------------------------------
     def before_pass(self, mod: Any, info: Any) -> None:
-        """Called by TVM before every pass."""
+        """Called by TVM before every pass, nested ones included."""
         if info.name in _TRANSPARENT_PASSES:
             return
-        self.depth += 1
-        if self.depth == 1 and self.build_depth == 0:
+        self.pass_stack.append(info.name)
+        if self.build_depth == 0:
             self.enter(f"pass:{self.pass_count}:{info.name}")
-            self._pass_started = time.perf_counter()
+            if len(self.pass_stack) == 1:
+                self._pass_started = time.perf_counter()
 
     def after_pass(self, mod: Any, info: Any) -> None:
         """Called by TVM after every pass that returned."""
-        if info.name in _TRANSPARENT_PASSES:
+        if info.name in _TRANSPARENT_PASSES or not self.pass_stack:
             return
-        self.depth -= 1
-        if self.depth == 0 and self.build_depth == 0:
+        self.pass_stack.pop()
+        if self.pass_stack and self.build_depth == 0:
+            self.enter(f"pass:{self.pass_count}:{self.pass_stack[-1]}")  # back in the enclosing pass
+        elif not self.pass_stack and self.build_depth == 0:
             record = {
                 "index": self.pass_count,
                 "name": info.name,
@@ -138,8 +206,9 @@ class Tracer:
 
     # -- installation ---------------------------------------------------------------------
     def install(self, tvm: Any) -> None:
-        """Hook the PassContext, Pass.__call__, relax.build, tvm.compile and the Relax VM."""
+        """Hook the PassContext, Pass.__call__, the parser, the builds and the Relax VM."""
         self._install_pass_hooks(tvm)
+        self._install_parse_hooks()
         self._install_build_hooks(tvm)
         self._install_vm_hooks(tvm)
 
@@ -178,32 +247,33 @@ class Tracer:
 
         @functools.wraps(original_call)
         def call_stamping_stage(pass_obj: Any, mod: Any) -> Any:
-            depth, build_depth = tracer.depth, tracer.build_depth
+            depth, build_depth = len(tracer.pass_stack), tracer.build_depth
             try:
                 return original_call(pass_obj, mod)
             except BaseException as exc:
-                _stamp(exc, tracer.stage)
-                tracer.depth, tracer.build_depth = depth, build_depth
+                # The stack still holds every pass that raised through: the innermost is last.
+                _stamp(exc, tracer.stage, list(tracer.pass_stack))
+                del tracer.pass_stack[depth:]
+                tracer.build_depth = build_depth
                 raise
 
         pass_cls.__call__ = call_stamping_stage
 
-    def _wrap_stage(self, owner: Any, name: str, stage: str, nest_build: bool = False) -> None:
-        original = getattr(owner, name, None)
-        if original is None:
-            return
+    def _staged(self, original: Callable[..., Any], stage: str,
+                nest_build: bool = False) -> Callable[..., Any]:
+        """`original`, entering `stage` while it runs and stamping what it raises."""
         tracer = self
 
         @functools.wraps(original)
         def wrapped(*args: Any, **kwargs: Any) -> Any:
-            nested = nest_build and tracer.build_depth > 0
+            nested = (nest_build and tracer.build_depth > 0) or tracer.stage == stage
             if not nested:
                 tracer.enter(stage)
             tracer.build_depth += 1 if nest_build else 0
             try:
                 result = original(*args, **kwargs)
             except BaseException as exc:
-                _stamp(exc, tracer.stage)
+                _stamp(exc, tracer.stage, tracer.pass_path)
                 raise
             finally:
                 tracer.build_depth -= 1 if nest_build else 0
@@ -211,11 +281,34 @@ class Tracer:
                 tracer.leave(stage)
             return result
 
-        setattr(owner, name, wrapped)
+        return wrapped
+
+    def _wrap_stage(self, owner: Any, name: str, stage: str, nest_build: bool = False) -> None:
+        original = getattr(owner, name, None)
+        if original is None:
+            return
+        setattr(owner, name, self._staged(original, stage, nest_build))
+
+    def _wrap_everywhere(self, original: Any, stage: str, nest_build: bool = False) -> None:
+        if callable(original):
+            _replace_everywhere(original, self._staged(original, stage, nest_build))
+
+    def _install_parse_hooks(self) -> None:
+        # Every TVMScript decorator (I.ir_module, R.function, T.prim_func) and from_source
+        # end in this one function; load the dialects first so their copies are replaced too.
+        for dialect in ("ir", "relax", "tirx", "tir"):
+            with contextlib.suppress(ImportError):
+                __import__(f"tvm.script.{dialect}")
+        entry = sys.modules.get("tvm.script.parser.core.entry")
+        if entry is not None:
+            self._wrap_everywhere(entry.parse, "parse")
 
     def _install_build_hooks(self, tvm: Any) -> None:
-        self._wrap_stage(tvm.relax, "build", "build", nest_build=True)
-        self._wrap_stage(tvm, "compile", "build", nest_build=True)
+        self._wrap_everywhere(tvm.relax.build, "build", nest_build=True)
+        self._wrap_everywhere(getattr(tvm, "compile", None), "build", nest_build=True)
+        for tir_name in ("tirx", "tir"):
+            tir = getattr(tvm, tir_name, None)
+            self._wrap_everywhere(getattr(tir, "build", None), "build", nest_build=True)
 
     def _install_vm_hooks(self, tvm: Any) -> None:
         vm_cls = tvm.relax.VirtualMachine
@@ -234,7 +327,7 @@ class Tracer:
                 try:
                     result = func(*args, **kwargs)
                 except BaseException as exc:
-                    _stamp(exc, "run")
+                    _stamp(exc, "run", tracer.pass_path)
                     raise
                 tracer.leave("run")
                 return result

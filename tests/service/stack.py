@@ -162,9 +162,10 @@ class Stack:
         found: dict[str, Any] = {}
 
         def claimed() -> bool:
-            for run in (self.store.job(job_id) or {"runs": []})["runs"]:
-                if run["state"] == "running" and run["deliveries"] == deliveries:
-                    found.update(run)
+            job = self.store.job(job_id)
+            for run in job.runs if job else []:
+                if run.state == "running" and run.deliveries == deliveries:
+                    found.update(run.model_dump())
                     return True
             return False
 
@@ -211,8 +212,8 @@ class Stack:
         """Every stored result row that belongs to a run of this job."""
         from tvmrepro import schema
 
-        job = self.store.job(job_id) or {"runs": []}
-        ids = [run["id"] for run in job["runs"]]
+        job = self.store.job(job_id)
+        ids = [run.id for run in (job.runs if job else [])]
         with self.store.engine.connect() as conn:
             rows = conn.execute(schema.results.select().where(schema.results.c.run_id.in_(ids)))
             return [dict(r) for r in rows.mappings()]

@@ -17,8 +17,10 @@ from service.app import create_app
 from service.jobs import JobService
 from tests.conftest import NEW_ENV, OLD_ENV
 from tests.service.stack import free_port
+from tvmrepro import schema
 from tvmrepro.environments import default_catalog
 from tvmrepro.queue import queue_length
+from tvmrepro.results import Result
 from tvmrepro.settings import Settings
 from worker.runtimes.fake import FakeRuntime
 
@@ -174,3 +176,29 @@ def test_pass_names_are_checked_against_the_selected_environments_only(
     assert status == 202, answer
     status, answer = post(client, {"case": case, "environments": [OLD_ENV, unknown]})
     assert status == 202, answer  # the unknown environment may have it: its run will say
+
+def test_a_finished_job_shows_the_comparisons_stored_with_it(
+        app: Flask, client: FlaskClient, founding_case: dict[str, Any]) -> None:
+    _, answer = post(client, job(founding_case))
+    service: JobService = app.extensions["tvmrepro"]
+    for run in answer["runs"]:  # what a worker stores: each variant leaves its own IR
+        service.store.claim(run["id"], "test:1", 3, 5.0, lambda _claimer: False)
+        service.store.finish(run["id"], Result.model_validate({
+            "environment": run["environment"], "variant": run["variant"], "status": "ok",
+            "passes": [{"index": n, "name": f"P{n}", "seconds": 0.0, "functions": [], "ir": ir}
+                       for n, ir in enumerate(["same", run["variant"]])]}))
+    url = f"/api/v1/jobs/{answer['id']}"
+    done = client.get(url).get_json()
+    assert done["status"] == "done"
+    assert [(c["a"]["environment"], c["first_differing_pass"]["index"])
+            for c in done["matrix"]["comparisons"]] == [(OLD_ENV, 1), (NEW_ENV, 1)]
+    # A GET reads what was stored, it does not diff again: change the store, the answer follows.
+    with service.store.engine.begin() as conn:
+        conn.execute(schema.comparisons.update().values(data=[]))
+    assert client.get(url).get_json()["matrix"]["comparisons"] == []
+    # A job finished before comparisons were stored gets them on its first read, stored.
+    with service.store.engine.begin() as conn:
+        conn.execute(schema.comparisons.delete())
+    assert client.get(url).get_json()["matrix"]["comparisons"] == done["matrix"]["comparisons"]
+    with service.store.engine.connect() as conn:
+        assert len(conn.execute(schema.comparisons.select()).all()) == 1

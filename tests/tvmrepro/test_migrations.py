@@ -66,7 +66,7 @@ def test_a_store_made_before_migrations_is_upgraded_with_its_jobs(url: str) -> N
     assert revision(store) == [migrations.head()]
     assert "comparisons" in sa.inspect(store.engine).get_table_names()
     job = store.job(job_id)
-    assert job is not None and job["title"] == "old" and [r["id"] for r in job["runs"]] == [run_id]
+    assert job is not None and job.title == "old" and [r.id for r in job.runs] == [run_id]
     assert store.waiting_count() == 1
     store.dispose()
 

@@ -7,11 +7,13 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
+from tvmrepro import schema as t
 from tvmrepro.results import Result, Status
+from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.store import Action, QueueFull, RunState, Store
 
 CAP = 30
@@ -31,16 +33,14 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 
 
 def new_job(runs: int, state: RunState = RunState.QUEUED,
-            key: str = "k") -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            key: str = "k") -> tuple[JobRow, list[RunRow]]:
     """A job row and its run rows, as JobService makes them."""
     job_id, now = uuid.uuid4().hex, time.time()
-    job = {"id": job_id, "kind": "run", "title": "", "case": {"script": "pass"},
-           "environments": ["e"], "variants": ["script"], "bypass_cache": False,
-           "created_at": now}
-    rows = [{"id": uuid.uuid4().hex, "job_id": job_id, "ordinal": n, "variant": "script",
-             "environment": "e", "state": state.value, "cache_key": key, "cached": False,
-             "result_id": None, "timeout_s": 60, "deliveries": 0, "created_at": now,
-             "published_at": now} for n in range(runs)]
+    job = JobRow(id=job_id, kind="run", case={"script": "pass"}, environments=["e"],
+                 variants=["script"], created_at=now)
+    rows = [RunRow(id=uuid.uuid4().hex, job_id=job_id, ordinal=n, variant="script",
+                   environment="e", state=state, cache_key=key, timeout_s=60, created_at=now,
+                   published_at=now) for n in range(runs)]
     return job, rows
 
 
@@ -77,20 +77,20 @@ def test_a_refused_job_stores_nothing(store: Store) -> None:
     with pytest.raises(QueueFull) as refused:
         store.submit(job, runs, cap=CAP)
     assert refused.value.waiting == CAP
-    assert store.job(job["id"]) is None and store.waiting_count() == CAP
+    assert store.job(job.id) is None and store.waiting_count() == CAP
 
 
 def test_a_run_gets_one_result_however_often_it_is_finished(store: Store) -> None:
     job, (run,) = new_job(1)
     store.submit(job, [run], cap=CAP)
-    claim = store.claim(run["id"], "host:1", 3, 5.0, never_gone)
-    assert claim.action is Action.RUN and claim.deliveries == 1 and claim.case == job["case"]
-    assert store.finish(run["id"], result()) is True
-    assert store.finish(run["id"], result(Status.ERROR)) is False
-    assert store.claim(run["id"], "host:2", 3, 5.0, never_gone).action is Action.SKIP
-    stored = store.job(job["id"])
-    assert stored is not None and stored["runs"][0]["result"]["status"] == "ok"
-    full = store.result(run["id"])
+    claim = store.claim(run.id, "host:1", 3, 5.0, never_gone)
+    assert claim.action is Action.RUN and claim.deliveries == 1 and claim.case == job.case
+    assert store.finish(run.id, result()) is True
+    assert store.finish(run.id, result(Status.ERROR)) is False
+    assert store.claim(run.id, "host:2", 3, 5.0, never_gone).action is Action.SKIP
+    stored = store.job(job.id)
+    assert stored is not None and stored.runs[0].status == "ok" and stored.finished
+    full = store.result(run.id)
     assert full is not None and full["passes"][0]["ir"] == "# ir"
     assert full["log"] == {"stdout": "out", "stderr": "err", "truncated": False}
 
@@ -98,24 +98,24 @@ def test_a_run_gets_one_result_however_often_it_is_finished(store: Store) -> Non
 def test_a_live_claimer_keeps_its_run_and_a_dead_one_loses_it(store: Store) -> None:
     job, (run,) = new_job(1)
     store.submit(job, [run], cap=CAP)
-    store.claim(run["id"], "host:1", 3, 5.0, never_gone)
-    assert store.claim(run["id"], "host:2", 3, 5.0, never_gone).action is Action.SKIP
-    taken = store.claim(run["id"], "host:2", 3, 5.0, lambda claimer: claimer == "host:1")
+    store.claim(run.id, "host:1", 3, 5.0, never_gone)
+    assert store.claim(run.id, "host:2", 3, 5.0, never_gone).action is Action.SKIP
+    taken = store.claim(run.id, "host:2", 3, 5.0, lambda claimer: claimer == "host:1")
     assert taken.action is Action.RUN and taken.deliveries == 2
-    assert store.claim(run["id"], "host:3", 2, 5.0, lambda c: True).action is Action.EXHAUSTED
+    assert store.claim(run.id, "host:3", 2, 5.0, lambda c: True).action is Action.EXHAUSTED
 
 
 def test_the_cache_offers_finished_results_but_not_infra_errors(store: Store) -> None:
     failed_job, (failed,) = new_job(1, key="same")
     store.submit(failed_job, [failed], cap=CAP)
-    store.claim(failed["id"], "h:1", 3, 5.0, never_gone)
-    store.finish(failed["id"], result(Status.INFRA_ERROR))
+    store.claim(failed.id, "h:1", 3, 5.0, never_gone)
+    store.finish(failed.id, result(Status.INFRA_ERROR))
     assert store.cached_result("same") is None
     good_job, (good,) = new_job(1, key="same")
     store.submit(good_job, [good], cap=CAP)
-    store.claim(good["id"], "h:1", 3, 5.0, never_gone)
-    store.finish(good["id"], result(Status.ERROR))
-    assert store.cached_result("same") == good["id"]
+    store.claim(good.id, "h:1", 3, 5.0, never_gone)
+    store.finish(good.id, result(Status.ERROR))
+    assert store.cached_result("same") == good.id
 
 
 def test_heartbeats_and_fingerprints(store: Store) -> None:
@@ -127,3 +127,55 @@ def test_heartbeats_and_fingerprints(store: Store) -> None:
     store.save_fingerprint("b", {"passes": ["FuseTIR"]})
     store.save_fingerprint("b", {"passes": ["FuseTIR", "LambdaLift"]})
     assert store.fingerprints() == {"b": {"passes": ["FuseTIR", "LambdaLift"]}}
+
+
+def two_variant_job() -> tuple[JobRow, list[RunRow]]:
+    """A job of two variants in one environment, both waiting."""
+    job, runs = new_job(2)
+    job = job.model_copy(update={"variants": ["once", "twice"]})
+    runs = [run.model_copy(update={"variant": variant}) for run, variant in
+            zip(runs, ["once", "twice"], strict=True)]
+    return job, runs
+
+
+def with_passes(variant: str, *irs: str) -> Result:
+    """A result of `variant` whose passes leave these IRs."""
+    return Result.model_validate({
+        "environment": "e", "variant": variant, "status": "ok", "stage": "run",
+        "passes": [{"index": n, "name": f"P{n}", "seconds": 0.0, "functions": [], "ir": ir}
+                   for n, ir in enumerate(irs)]})
+
+
+def test_comparisons_are_stored_when_the_last_run_is(store: Store) -> None:
+    job, (once, twice) = two_variant_job()
+    store.submit(job, [once, twice], cap=CAP)
+    for run in (once, twice):
+        store.claim(run.id, "h:1", 3, 5.0, never_gone)
+    store.finish(once.id, with_passes("once", "a", "b\nold\n"))
+    half = store.job(job.id)
+    assert half is not None and half.comparisons is None
+    store.finish(twice.id, with_passes("twice", "a", "b\nnew\n", "c"))
+    done = store.job(job.id)
+    assert done is not None and done.comparisons is not None
+    (found,) = done.comparisons
+    assert (found.a.variant, found.b.variant) == ("once", "twice")
+    assert found.first_differing_pass is not None and found.first_differing_pass.index == 1
+    assert "-old\n+new\n" in found.diff
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(t.comparisons)).scalar() == 1
+
+
+def test_a_job_served_from_the_cache_is_compared_at_once(store: Store) -> None:
+    job, runs = two_variant_job()
+    store.submit(job, runs, cap=CAP)
+    for run, irs in zip(runs, [("x",), ("y",)], strict=True):
+        store.claim(run.id, "h:1", 3, 5.0, never_gone)
+        store.finish(run.id, with_passes(run.variant, *irs))
+    again, _ = two_variant_job()
+    cached = [run.model_copy(update={"id": uuid.uuid4().hex, "job_id": again.id,
+                                     "state": RunState.DONE, "cached": True, "result_id": run.id})
+              for run in runs]
+    store.submit(again, cached, cap=CAP)
+    stored = store.job(again.id)
+    assert stored is not None and stored.comparisons is not None
+    assert stored.comparisons[0].first_differing_pass is not None

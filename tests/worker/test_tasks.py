@@ -59,7 +59,7 @@ def submit(service: JobService, outcome: dict[str, Any]) -> dict[str, Any]:
     job = service.submit({"case": case, "environments": [ENV]})
     row = service.store.run(job.id, job.runs[0].id)
     assert row is not None
-    return row
+    return row.model_dump()
 
 
 def test_a_run_is_run_and_stored_once(service: JobService) -> None:
@@ -97,4 +97,5 @@ def test_a_fault_of_the_runtime_is_an_infra_error(service: JobService) -> None:
     assert result is not None and result["status"] == "infra_error"
     assert (result["error_type"], result["message"]) == (
         "RuntimeFault", "environment is not provisioned here")
-    assert service.store.run(row["job_id"], row["id"])["state"] == RunState.DONE  # type: ignore[index]
+    stored = service.store.run(row["job_id"], row["id"])
+    assert stored is not None and stored.state == RunState.DONE

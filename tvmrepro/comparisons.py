@@ -1,0 +1,81 @@
+"""Where two runs' IR parts: the first pass after which it differs, and the diff after it.
+
+A job's comparisons (in each environment, its first variant against every other)
+are computed once, when the job's last run is stored (`Store.finish`), and stored
+with the job: reading a job never diffs IR. `compare` also answers
+GET /api/v1/jobs/<id>/compare for any two runs.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+from tvmrepro.models import CellRef, Comparison, PassStep
+from tvmrepro.rows import JobRow
+
+MAX_DIFF_CHARS = 64 * 1024  # a diff longer than this is cut (the /ir endpoint has it all)
+DIFF_CONTEXT = 3
+
+# A result id -> that run's passes, each with the TVMScript after it ("ir").
+PassLoader = Callable[[str], list[dict[str, Any]]]
+
+
+def first_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> int | None:
+    """Index of the first pass after which the IR differs (or one cell has no such pass)."""
+    for index in range(max(len(a), len(b))):
+        if index >= len(a) or index >= len(b) or a[index]["ir"] != b[index]["ir"]:
+            return index
+    return None
+
+
+def _ir_at(passes: list[dict[str, Any]], index: int) -> str:
+    # A cell that ran fewer passes is compared by the IR after its last one.
+    if not passes:
+        return ""
+    return str(passes[min(index, len(passes) - 1)]["ir"])
+
+
+def _label(ref: CellRef, passes: list[dict[str, Any]], index: int) -> str:
+    if index < len(passes):
+        return f"{ref.variant}@{ref.environment} after pass {index} ({passes[index]['name']})"
+    return f"{ref.variant}@{ref.environment} (no pass {index}; IR after its last pass)"
+
+
+def compare(a: CellRef, a_passes: list[dict[str, Any]], b: CellRef,
+            b_passes: list[dict[str, Any]]) -> Comparison:
+    """The first pass after which two cells' IR differs, and the diff of the IR after it."""
+    index = first_difference(a_passes, b_passes)
+    if index is None:
+        return Comparison(a=a, b=b, identical=True)
+    step = PassStep(index=index,
+                    a=a_passes[index]["name"] if index < len(a_passes) else None,
+                    b=b_passes[index]["name"] if index < len(b_passes) else None)
+    lines = difflib.unified_diff(
+        _ir_at(a_passes, index).splitlines(keepends=True),
+        _ir_at(b_passes, index).splitlines(keepends=True),
+        fromfile=_label(a, a_passes, index), tofile=_label(b, b_passes, index), n=DIFF_CONTEXT)
+    diff = "".join(lines)
+    truncated = len(diff) > MAX_DIFF_CHARS
+    return Comparison(a=a, b=b, identical=False, first_differing_pass=step,
+                      diff=diff[:MAX_DIFF_CHARS], truncated=truncated)
+
+
+def job_comparisons(job: JobRow, load: PassLoader) -> list[Comparison]:
+    """In each environment, the job's first variant against every other (cells both done)."""
+    done = {(run.variant, run.environment): run.result_id for run in job.runs
+            if run.done and run.result_id}
+    if not job.variants:
+        return []
+    out = []
+    first, *others = job.variants
+    for env_id in job.environments:
+        base = done.get((first, env_id))
+        for variant in others:
+            other = done.get((variant, env_id))
+            if base is None or other is None:
+                continue
+            out.append(compare(CellRef(variant=first, environment=env_id), load(base),
+                               CellRef(variant=variant, environment=env_id), load(other)))
+    return out
