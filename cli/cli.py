@@ -319,3 +319,7 @@ def images_wheels(wheelhouse: Path, env_ids: tuple[str, ...], everything: bool,
 from cli.extract import extract_command  # noqa: E402  # it uses reports_errors from above
 
 main.add_command(extract_command)
+
+from cli.reduce import reduce_command  # noqa: E402  # it uses reports_errors from above
+
+main.add_command(reduce_command)

@@ -17,9 +17,10 @@ from tvmrepro.settings import Settings
 @click.command("extract")
 @click.argument("script_file", metavar="SCRIPT", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--env", "env_id", required=True, help="Environment to run the script in.")
-@click.option("--at", "at", type=click.Choice(["chain", "failing"]), default="chain",
+@click.option("--at", "at", type=click.Choice(["chain", "failing", "inner"]), default="chain",
               help="Start at the module the failing step's chain of passes began with (chain), "
-                   "or at the module that entered the failing step (failing).")
+                   "at the module that entered the failing step (failing), or at the innermost "
+                   "pass that raised, inside a pipeline or a build (inner).")
 @click.option("--local", is_flag=True, help="Run here, without the service.")
 @click.option("--runtime", "runtime_name", type=click.Choice(["local", "docker"]), default="local",
               help="With --local: a sandboxed local environment, or the environment's image.")

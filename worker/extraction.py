@@ -4,7 +4,9 @@ The script runs once in the harness's extract mode (harness/extract.py), which
 reports every top-level pass and build with the module that entered it and the
 pass whose output that module is. The case starts where the chain of passes
 that led to the failing step starts (the module as the script made it), with
-those passes in order; `at="failing"` starts at the failing step itself. The
+those passes in order; `at="failing"` starts at the failing step itself, and
+`at="inner"` at the innermost pass that raised (also the default when the
+failing step is a pass pipeline that a case cannot name). The
 case is then run as it is: it reproduces the script only if it gives the same
 signature, and the answer says whether it did.
 """
@@ -67,9 +69,14 @@ def chain(step: dict[str, Any], steps: list[dict[str, Any]]) -> list[dict[str, A
 
 
 def case_from_steps(script: Case, result: dict[str, Any], steps: list[dict[str, Any]],
-                    at: str = "chain") -> tuple[dict[str, Any], list[str]]:
+                    at: str = "chain", inner: dict[str, Any] | None = None,
+                    ) -> tuple[dict[str, Any], list[str]]:
     """The module-mode case for the failing step, and notes on what it could not carry."""
     failing = failing_step(result, steps)
+    # A failing pass that a case cannot name (a pipeline) is replaced by the pass inside it.
+    unnamed = failing["kind"] == "pass" and not failing.get("resolvable", True)
+    if inner is not None and (at == "inner" or unnamed):
+        failing, at = {**inner, "link": None}, "failing"
     passes = [] if at == "failing" else chain(failing, steps)
     start = passes[0] if passes else failing
     if failing["kind"] == "pass":
@@ -91,9 +98,9 @@ def case_from_steps(script: Case, result: dict[str, Any], steps: list[dict[str, 
     return case, notes
 
 
-def record_script(script: Case, env: Environment, runtime: Runtime,
-                  job_id: str = "local") -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Run the script in extract mode: its result and its recorded steps."""
+def record_script(script: Case, env: Environment, runtime: Runtime, job_id: str = "local",
+                  ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any] | None]:
+    """Run the script in extract mode: its result, its recorded steps, the innermost failing pass."""
     data = harness_case(script, env)
     data["harness"] = {"mode": "extract"}
     job = SandboxJob(run_id=uuid.uuid4().hex, job_id=job_id, env=env, case=data,
@@ -101,7 +108,9 @@ def record_script(script: Case, env: Environment, runtime: Runtime,
     execution = runtime.execute(job)
     steps = [{k: v for k, v in e.items() if k != "event"}
              for e in execution.events if e["event"] == "extract_step"]
-    return assemble_result(job, execution).to_json(), steps
+    inner = next(({k: v for k, v in e.items() if k != "event"}
+                  for e in reversed(execution.events) if e["event"] == "extract_inner"), None)
+    return assemble_result(job, execution).to_json(), steps, inner
 
 
 def extract(script: Case, env: Environment, runtime: Runtime, at: str = "chain",
@@ -109,8 +118,8 @@ def extract(script: Case, env: Environment, runtime: Runtime, at: str = "chain",
     """Extract the case and run it: {"case", "signature", "stage", "reproduces", ...}."""
     if script.script is None:
         raise BadInput("SCRIPT", "extract takes a script (a .py file or a case with 'script')")
-    result, steps = record_script(script, env, runtime, job_id)
-    data, notes = case_from_steps(script, result, steps, at)
+    result, steps, inner = record_script(script, env, runtime, job_id)
+    data, notes = case_from_steps(script, result, steps, at, inner)
     case = parse_case(data)
     check = run_variant(case, EXTRACTED_VARIANT, env, runtime, job_id=job_id).to_json()
     return {

@@ -7,8 +7,10 @@ arguments where its factory call exposed them, the build's target and the
 PassContext's opt_level, the module that entered it (TVMScript), and `link`:
 the index of the earlier pass whose output this module is (the chain of
 passes that produced it). The events are written before the step runs, so a
-step that crashes the process is still known. The worker turns them into a
-module-mode case (worker/extraction.py).
+step that crashes the process is still known. When a pass raises, an
+`extract_inner` event names the innermost pass that was running (inside a
+pipeline or a build, say FoldConstant) with its module, where a case can name
+that pass. The worker turns them into a module-mode case (worker/extraction.py).
 """
 
 from __future__ import annotations
@@ -66,13 +68,17 @@ class Recorder:
         self.count = 0
         self.build_depth = 0
         self.pass_specs: dict[str, dict[str, Any]] = {}  # pass info name -> factory and args
+        self.factories: set[str] = set()  # names of the pass factories a case can use
         self.last_output: Any = None
         self.last_output_step: int | None = None
+        self.open: list[tuple[str, Any]] = []  # passes started and not finished, outermost first
+        self.reported: set[int] = set()  # exceptions whose innermost pass was reported
 
     def install(self) -> None:
         """Hook the tracer's pass callbacks, the pass factories and the builds."""
         self._hook_tracer()
         self._wrap_factories()
+        self._wrap_pass_call()
         for owner, name in ((self.tvm.relax, "build"), (self.tvm, "compile")):
             self._wrap_build(owner, name)
 
@@ -98,19 +104,60 @@ class Recorder:
             return info.name not in _TRANSPARENT and tracer.depth == 0 and tracer.build_depth == 0
 
         def before_pass(mod: Any, info: Any) -> None:
+            if info.name not in _TRANSPARENT:
+                if tracer.depth == 0:  # a new top-level pass: what was left open has ended
+                    self.open.clear()
+                self.open.append((info.name, mod))
             if top_level(info):
                 spec = self.pass_specs.get(info.name, {"name": info.name, "args": {}})
                 current[:] = [self._emit("pass", spec["name"], mod, args=spec["args"],
-                                         dropped_args=spec.get("dropped", []))]
+                                         dropped_args=spec.get("dropped", []),
+                                         resolvable=self._factory_name(info.name) is not None)]
             before(mod, info)
 
         def after_pass(mod: Any, info: Any) -> None:
             after(mod, info)
+            if info.name not in _TRANSPARENT and self.open:
+                self.open.pop()
             if top_level(info) and current:
                 self.last_output, self.last_output_step = mod, current[0]
 
         tracer.before_pass = before_pass  # type: ignore[method-assign]
         tracer.after_pass = after_pass  # type: ignore[method-assign]
+
+    def _wrap_pass_call(self) -> None:
+        """On a pass's exception, report the innermost pass that was running, with its module."""
+        pass_cls = self.tvm.ir.transform.Pass
+        original_call = pass_cls.__call__
+
+        @functools.wraps(original_call)
+        def call(pass_obj: Any, mod: Any) -> Any:
+            try:
+                return original_call(pass_obj, mod)
+            except BaseException as exc:
+                if id(exc) not in self.reported:
+                    self.reported.add(id(exc))
+                    self._report_innermost()
+                raise
+
+        pass_cls.__call__ = call
+
+    def _report_innermost(self) -> None:
+        known = [(name, mod) for name, mod in self.open if self._factory_name(name)]
+        if not known:
+            return
+        name, mod = known[-1]
+        spec = self.pass_specs.get(name, {"name": self._factory_name(name), "args": {}})
+        self.sink.emit("extract_inner", kind="pass", name=spec["name"], args=spec["args"],
+                       dropped_args=spec.get("dropped", []), opt_level=self._opt_level(),
+                       depth=len(self.open), ir=module_source(mod))
+
+    def _factory_name(self, pass_name: str) -> str | None:
+        """The transform function that makes a pass of this name, if the case can name it."""
+        spec = self.pass_specs.get(pass_name)
+        if spec:
+            return str(spec["name"])
+        return pass_name if pass_name in self.factories else None
 
     def _wrap_factories(self) -> None:
         namespaces = [self.tvm.relax.transform]
@@ -118,6 +165,7 @@ class Recorder:
         for namespace in namespaces:
             for name, factory in list(vars(namespace).items()):
                 if inspect.isfunction(factory) and name[:1].isupper():
+                    self.factories.add(name)
                     setattr(namespace, name, self._recording_factory(name, factory))
 
     def _recording_factory(self, name: str, factory: Any) -> Any:
