@@ -6,6 +6,7 @@ from flask import Flask
 
 from service.api import api, health, register_errors, secure_headers
 from service.jobs import JobService
+from service.web import web
 from tvmrepro.settings import Settings
 
 
@@ -18,6 +19,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.extensions["tvmrepro"] = JobService.open(settings)
     app.register_blueprint(api)
     app.register_blueprint(health)
+    app.register_blueprint(web)  # the pages: / and /jobs/<id>
     register_errors(app)
     app.after_request(secure_headers)
     return app

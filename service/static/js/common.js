@@ -1,0 +1,69 @@
+// Shared by the pages: building DOM from data (text only, never HTML) and talking to the API.
+
+/** An element with attributes and children; strings become text nodes, so nothing is parsed. */
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "class") node.className = value;
+    else if (key in node && typeof value !== "string") node[key] = value;
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  append(node, children);
+  return node;
+}
+
+function append(node, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+}
+
+/** Replace an element's children (text only for strings). */
+export function fill(node, ...children) {
+  node.replaceChildren();
+  append(node, children);
+  return node;
+}
+
+/** An error the API answered with: its message and the field it names. */
+export class ApiError extends Error {
+  constructor(status, message, field) {
+    super(field ? `${message} (field: ${field})` : message);
+    this.status = status;
+    this.field = field;
+  }
+}
+
+/** Call the API of this origin; the JSON answer, or an ApiError with the API's own message. */
+export async function api(path, options = {}) {
+  const init = { ...options, headers: { Accept: "application/json", ...(options.headers || {}) } };
+  if (options.json !== undefined) {
+    init.method = init.method || "POST";
+    init.body = JSON.stringify(options.json);
+    init.headers["Content-Type"] = "application/json";
+  }
+  const response = await fetch(path, init);
+  const text = await response.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { data = null; }
+  if (!response.ok) {
+    const detail = data && data.error;
+    throw new ApiError(response.status, detail ? detail.message : `HTTP ${response.status}: ${text.slice(0, 200)}`,
+                       detail ? detail.field : null);
+  }
+  return data;
+}
+
+/** The CSS class of a status (or of a state while there is no status yet). */
+export function statusClass(status, state) {
+  return `st-${status || state || "queued"}`;
+}
+
+/** A short text for a time in seconds since the epoch, or an ISO string. */
+export function when(value) {
+  const date = typeof value === "number" ? new Date(value * 1000) : new Date(value);
+  return Number.isNaN(date.getTime()) ? String(value) : date.toLocaleString();
+}

@@ -1,0 +1,256 @@
+"""The pages in a real browser, against a real service: the API, one worker per environment, real TVM.
+
+Screenshots of the case page, a finished job and an IR diff are saved under
+$TVMREPRO_ARTIFACTS/web (else the test session's tmp folder) to be looked at.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import NEW_ENV, OLD_ENV, shared_case
+from tests.service.browser import (
+    artifacts_dir,
+    clipboard_read,
+    clipboard_write,
+    grant_clipboard,
+    load_ms,
+    requested_urls,
+    script_errors,
+    start_browser,
+    wait_for,
+)
+from tests.service.stack import Backend, Stack, make_home
+from tvmrepro.environments import Environment
+
+pytestmark = [pytest.mark.tvm, pytest.mark.timeout(600)]
+MISSING = "fused_relax_nn_attention_cutlass_gv"
+FINAL = {"ok", "error", "crash", "timeout", "oom", "incompatible", "infra_error"}
+LOAD_LIMIT_MS = 1000.0
+EVIL = "<script>alert(1)</script>"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, test_home: Path,
+          tvm_envs: dict[str, Environment]) -> Iterator[Stack]:
+    """One service for the module: the API and a worker for each founding-case environment."""
+    running = Stack(Backend("embedded"), make_home(tmp_path_factory.mktemp("web"), test_home))
+    try:
+        running.start_api()
+        for env_id in (OLD_ENV, NEW_ENV):
+            running.start_worker(env_id)
+        yield running
+    finally:
+        running.close()
+
+
+@pytest.fixture(scope="module")
+def browser(stack: Stack) -> Iterator[Any]:
+    """Headless Chromium, allowed to use the clipboard on the service's pages."""
+    driver = start_browser()
+    try:
+        grant_clipboard(driver, stack.url)
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder for screenshots."""
+    return artifacts_dir(tmp_path_factory.mktemp("artifacts"))
+
+
+def by_css(driver: Any, selector: str) -> list[Any]:
+    """Elements matching a CSS selector."""
+    from selenium.webdriver.common.by import By
+
+    found: list[Any] = driver.find_elements(By.CSS_SELECTOR, selector)
+    return found
+
+
+def one(driver: Any, selector: str) -> Any:
+    """The element matching a selector, waited for until it is shown."""
+    return wait_for(driver, lambda d: next((e for e in by_css(d, selector) if e.is_displayed()),
+                                           None), selector)
+
+
+def only_to(driver: Any, origin: str) -> None:
+    """Every request the page made went to the service."""
+    urls = requested_urls(driver)
+    assert urls and all(url.startswith(origin + "/") for url in urls), urls
+
+
+def matrix(driver: Any) -> dict[tuple[str, str], str]:
+    """(variant, environment) -> the status shown in the cell, once every cell is final."""
+    def final() -> dict[tuple[str, str], str] | None:
+        cells: dict[tuple[str, str], str] = driver.execute_script("""
+            const envs = [...document.querySelectorAll('#matrix thead th code')].map(c => c.textContent);
+            return [...document.querySelectorAll('#matrix tbody tr')].flatMap(tr =>
+              [...tr.querySelectorAll('td.cell')].map((td, j) =>
+                [tr.querySelector('th code').textContent, envs[j], td.dataset.status,
+                 td.querySelector('.label').textContent]));""")
+        found = {(v, e): label for v, e, status, label in cells if status in FINAL}
+        return found if cells and len(found) == len(cells) else None
+
+    return wait_for(driver, lambda d: final(), "every cell of the matrix to finish", 240)
+
+
+def paste_into_editor(driver: Any, text: str) -> None:
+    """Paste text into the CodeMirror editor as a person would (clipboard, Ctrl+V)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    clipboard_write(driver, text)
+    one(driver, "#editor .cm-content").click()
+    ActionChains(driver).key_down(Keys.CONTROL).send_keys("v").key_up(Keys.CONTROL).perform()
+
+
+def open_case_page(driver: Any, stack: Stack) -> float:
+    """Load / and wait until its environments are listed; the load time in ms."""
+    driver.get(stack.url + "/")
+    one(driver, f"#environments input[value='{OLD_ENV}']")
+    return load_ms(driver)
+
+
+def test_founding_case_from_the_page(browser: Any, stack: Stack, artifacts: Path) -> None:
+    loads = [open_case_page(browser, stack) for _ in range(5)]
+    only_to(browser, stack.url)
+    case_text = shared_case("tvm-17357/case.json").read_text()
+    paste_into_editor(browser, case_text)
+    case = json.loads(case_text)
+    wait_for(browser, lambda d: one(d, "#title").get_attribute("value") == case["title"],
+             "the pasted case to fill the form")
+    passes = [[i.get_attribute("value") for i in by_css(row, "input.pass")]
+              for row in by_css(browser, "#variants .variant")]
+    assert passes == [v["passes"] for v in case["variants"]]
+    for box in by_css(browser, "#environments input"):
+        if box.is_selected() != (box.get_attribute("value") in (OLD_ENV, NEW_ENV)):
+            box.click()
+    assert by_css(browser, "#pass-names option"), "no pass names offered"
+    browser.save_screenshot(str(artifacts / "case-page.png"))
+
+    one(browser, "#submit").click()
+    wait_for(browser, lambda d: "/jobs/" in d.current_url, "the job's page")
+    job_url = browser.current_url
+    found = matrix(browser)
+    assert found == {("fusetir-once", OLD_ENV): "error \u00b7 vm_init",
+                     ("fusetir-once", NEW_ENV): "error \u00b7 vm_init",
+                     ("fusetir-twice", OLD_ENV): "ok \u00b7 vm_init",
+                     ("fusetir-twice", NEW_ENV): "ok \u00b7 vm_init"}
+    one(browser, "#job-status.job-done")
+    browser.save_screenshot(str(artifacts / "job-page.png"))
+
+    # The failing cell's log names the function that is missing.
+    one(browser, "#matrix td.st-error[data-run] .cell-open").click()
+    one(browser, "#cell-panel .tab[data-tab=log]").click()
+    assert MISSING in one(browser, "pre.log-stderr").text
+
+    # The diff of the two variants at the first pass where they differ.
+    one(browser, "#comparisons .show-diff").click()
+    head = one(browser, "#diff-head").text
+    assert "after pass 2: AllocateWorkspace / FuseTIR" in head, head
+    sides = by_css(browser, "#diff .d2h-file-side-diff")
+    assert len(sides) == 2 and MISSING in sides[1].text
+    browser.save_screenshot(str(artifacts / "diff.png"))
+
+    one(browser, "#copy-report").click()
+    wait_for(browser, lambda d: one(d, "#copy-status").text == "copied", "the report copied")
+    report = clipboard_read(browser)
+    assert "| `fusetir-once` | `error` at `vm_init` | `error` at `vm_init` |" in report, report
+    assert "```diff" in report and MISSING in report
+
+    # The job's link shows the same job again.
+    link = one(browser, "#job-link").get_attribute("href")
+    assert link == job_url
+    job_loads = []
+    for _ in range(5):
+        browser.get(link)
+        assert matrix(browser) == found
+        job_loads.append(load_ms(browser))
+    only_to(browser, stack.url)
+    assert script_errors(browser) == []
+    print(f"page loads (ms): / {[round(x) for x in loads]}, job {[round(x) for x in job_loads]}; "
+          f"screenshots in {artifacts}")
+    assert statistics.median(loads) < LOAD_LIMIT_MS, loads
+    assert statistics.median(job_loads) < LOAD_LIMIT_MS, job_loads
+
+
+def test_user_text_is_shown_as_text(browser: Any, stack: Stack) -> None:
+    script = ("import sys\nprint('<img src=x onerror=alert(2)>', file=sys.stderr)\n"
+              "raise RuntimeError('<script>alert(3)</script>')\n")
+    job = stack.submit({"kind": "run", "case": {"title": EVIL, "script": script},
+                        "environments": [NEW_ENV]})
+    browser.get(f"{stack.url}/jobs/{job['id']}")
+    assert one(browser, "#job-title").text == EVIL
+    assert browser.execute_script("return document.querySelector('#job-title').children.length") == 0
+    assert EVIL in browser.title
+    matrix(browser)
+    one(browser, "#matrix td.cell .cell-open").click()
+    assert "<script>alert(3)</script>" in one(browser, "#cell-body dl.summary").text
+    one(browser, "#cell-panel .tab[data-tab=log]").click()
+    assert "<img src=x onerror=alert(2)>" in one(browser, "pre.log-stderr").text
+    assert by_css(browser, "#cell-body img") == []
+    from selenium.common.exceptions import NoAlertPresentException
+
+    with pytest.raises(NoAlertPresentException):
+        browser.switch_to.alert.text  # noqa: B018  # no script of the case ran
+    assert script_errors(browser) == []
+
+
+def test_bad_input_names_the_field(browser: Any, stack: Stack) -> None:
+    open_case_page(browser, stack)
+    select = one(browser, "#example")
+    from selenium.webdriver.support.ui import Select
+
+    Select(select).select_by_value("cuda-matmul-relu")
+    wait_for(browser, lambda d: one(d, "#target").get_attribute("value") == "cuda", "the example")
+    Select(select).select_by_value("tvm-17357")
+    wait_for(browser, lambda d: len(by_css(d, "#variants .variant")) == 2, "the founding case")
+    second = by_css(browser, "#variants .variant")[0]
+    typo = by_css(second, "input.pass")[1]
+    typo.clear()
+    typo.send_keys("LambdaLfit")
+    one(browser, "#submit").click()
+    message = one(browser, "#form-error").text
+    assert "case.variants[0].passes[1]" in message and "LambdaLfit" in message, message
+    assert "invalid" in typo.get_attribute("class")
+    assert "/jobs/" not in browser.current_url
+
+
+def test_since_when_posts_a_bisect_job(browser: Any, stack: Stack) -> None:
+    case = json.loads(shared_case("tvm-17357/case.json").read_text())
+    job = stack.submit({"kind": "run", "case": case, "environments": [OLD_ENV, NEW_ENV]})
+    # What the API says to the same request the button makes.
+    probe = httpx.post(f"{stack.url}/api/v1/jobs", json={
+        "kind": "bisect", "case": case, "variant": "fusetir-once", "oracle": "failure",
+        "environments": [OLD_ENV, NEW_ENV]})
+    browser.get(f"{stack.url}/jobs/{job['id']}")
+    one(browser, "#since-when").click()
+    if probe.status_code != 202:
+        message = probe.json()["error"]["message"]
+        assert message in one(browser, "#bisect-error").text
+        return
+    wait_for(browser, lambda d: d.current_url.rstrip("/").split("/")[-1] not in
+             (job["id"], probe.json()["id"]), "the bisect job's page")
+    one(browser, "#bisect-panel")
+    wait_for(browser, lambda d: len(by_css(d, "#timeline li.probe.v-bad")) == 2,
+             "both releases probed bad")
+    assert "no change" in one(browser, "#bisect-summary").text
+
+
+def test_pages_answer_without_a_browser(stack: Stack) -> None:
+    missing = stack.http.get("/jobs/no-such-job")
+    assert missing.status_code == 404 and "No job" in missing.text
+    page = stack.http.get("/")
+    assert page.status_code == 200 and "script-src" not in page.headers["Content-Security-Policy"]
+    assert "default-src 'self'" in page.headers["Content-Security-Policy"]
+    names = stack.http.get("/api/v1/passes").json()["environments"]
+    assert "FuseTIR" in names[OLD_ENV] and "FuseTIR" in names[NEW_ENV]
