@@ -19,8 +19,10 @@ from tvmrepro.settings import Settings
 
 def show_progress(event: dict[str, Any]) -> None:
     """One line on stderr per step: the phase, the edit, and the size now."""
-    error_console().print(f"{escape('[' + event['phase'] + ']')} {event['what']}  (passes {event['passes']}, "
-                          f"lines {event['lines']}, runs {event['runs']})", highlight=False)
+    style = "dim" if event.get("kind") == "try" else "bold"
+    error_console().print(f"[{style}]{escape('[' + event['phase'] + ']')} {escape(event['what'])}"
+                          f"[/{style}]  (passes {event['passes']}, lines {event['lines']}, "
+                          f"runs {event['runs']})", highlight=False)
 
 
 @click.command("reduce")

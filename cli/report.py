@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from tvmrepro.environments import Catalog, default_catalog
+from tvmrepro.reduce_report import render_reduce
 
 PINNED = ("apache-tvm", "apache-tvm-ffi", "numpy")
 MAX_MESSAGE_CHARS = 2000
@@ -73,6 +74,7 @@ def render_report(job: dict[str, Any], catalog: Catalog | None = None) -> str:
              f"Reproduced with tvm-repro (job `{job['id']}`, status `{job['status']}`) on "
              f"{len(job['environments'])} pinned TVM environment(s).", ""]
     lines += _matrix_table(job["matrix"]) + [""]
+    lines += render_reduce(job)
     if job["matrix"]["groups"]:
         lines += ["#### Errors (cells with the same signature grouped)", ""] + _errors(job)
     if job["matrix"]["comparisons"]:

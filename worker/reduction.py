@@ -168,10 +168,13 @@ class Reducer:
         return verdicts
 
     # -- phases ----------------------------------------------------------------------
-    def _note(self, what: str) -> None:
-        self.state.log.append(what)
-        self.progress({"phase": self.state.phase, "what": what, "steps": self.state.steps,
-                       "runs": self.state.runs, "passes": len(self.state.passes),
+    def _note(self, what: str, kind: str = "step") -> None:
+        """Tell the progress callback: a `step` taken (also logged) or edits being `try`ed."""
+        if kind == "step":
+            self.state.log.append(what)
+        self.progress({"kind": kind, "phase": self.state.phase, "what": what,
+                       "steps": self.state.steps, "runs": self.state.runs,
+                       "passes": len(self.state.passes),
                        "lines": source_lines(self.state.source)})
 
     def baseline(self) -> None:
@@ -238,6 +241,8 @@ class Reducer:
         verdicts = self.check([c.source for c in batch], "Module")
         valid = [(c, v["source"]) for c, v in zip(batch, verdicts, strict=True)
                  if v["ok"] and v["source"] != self.state.source]
+        self._note(f"{len(valid)} of {len(batch)} edits parse and are well formed; running them",
+                   kind="try")
         found = self.first_holding([(text, self.state.passes) for _c, text in valid])
         if found is None:
             return None

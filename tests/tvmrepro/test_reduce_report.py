@@ -1,0 +1,33 @@
+"""The Markdown section of a reduce job: reduced case, passes and lines, reproduce command."""
+
+from __future__ import annotations
+
+from tvmrepro.reduce_report import render_reduce, reproduce_command
+
+SOURCE = "from tvm.script import relax as R\n\n@I.ir_module\nclass Module:\n    pass\n"
+REDUCED = {
+    "case": {"source": SOURCE, "module": "Module",
+             "variants": [{"name": "once", "passes": [{"name": "LambdaLift", "args": {}}]}]},
+    "oracle": "signature", "signature": "InternalError at X (f_gv)",
+    "environment": "tvm-0.27.0.post1-cpu", "variant": "once",
+    "before": {"passes": 3, "lines": 146}, "after": {"passes": 1, "lines": 5},
+    "steps": 4, "runs": 20, "finished": False,
+}
+JOB = {"case": {"variants": [{"name": "once", "passes": ["FuseTIR", "LambdaLift", "Other"]}]},
+       "reduce": REDUCED}
+
+
+def test_a_job_without_a_reduction_has_no_section() -> None:
+    assert render_reduce({"case": {}}) == []
+
+
+def test_the_section_shows_before_after_the_module_and_the_command() -> None:
+    text = "\n".join(render_reduce(JOB))
+    assert "| before | 3: FuseTIR, LambdaLift, Other | 146 |" in text
+    assert "| after | 1: LambdaLift | 5 |" in text
+    assert "```python\n" + SOURCE.rstrip() + "\n```" in text
+    assert "InternalError at X (f_gv)" in text
+    assert "stopped by its time budget" in text
+    assert reproduce_command(REDUCED) in text
+    assert reproduce_command(REDUCED) == \
+        "tvmrepro run reduced.json --local --env tvm-0.27.0.post1-cpu"

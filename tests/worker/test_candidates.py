@@ -1,0 +1,72 @@
+"""Text edits of a printed module: functions, statements, bindings' values, shapes (no TVM)."""
+
+from __future__ import annotations
+
+from worker import candidates
+
+MODULE = '''from tvm.script import ir as I
+from tvm.script import relax as R
+
+@I.ir_module
+class Module:
+    @R.function
+    def helper(x: R.Tensor((4, 8), dtype="float32")) -> R.Tensor((4, 8), dtype="float32"):
+        y: R.Tensor((4, 8), dtype="float32") = R.add(x, x)
+        return y
+
+    @R.function
+    def main(x: R.Tensor((4, 8), dtype="float32")) -> R.Tensor((4, 8), dtype="float32"):
+        cls = Module
+        with R.dataflow():
+            a: R.Tensor((4, 8), dtype="float32") = cls.helper(x)
+            b = R.call_tir(cls.helper, (a,), out_ty=R.Tensor((4, 8), dtype="float32"))
+            R.output(b)
+        return b
+'''
+
+
+def test_function_spans_cover_decorator_def_and_body() -> None:
+    lines = MODULE.splitlines()
+    spans = candidates.function_spans(lines)
+    assert [name for name, _start, _end in spans] == ["helper", "main"]
+    _name, start, end = spans[0]
+    assert lines[start].strip() == "@R.function"
+    assert lines[end - 1].strip() == "return y"
+
+
+def test_drop_functions_removes_each_one_whole() -> None:
+    found = candidates.drop_functions(MODULE)
+    assert [c.what for c in found] == ["drop function helper", "drop function main"]
+    assert "def helper" not in found[0].source and "def main" in found[0].source
+    assert "return y" not in found[0].source
+
+
+def test_statements_come_in_runs_then_one_by_one() -> None:
+    found = candidates.drop_statements(MODULE, 8)
+    sources = [c.source for c in found]
+    # `main` has three statements at depth 8: cls, the dataflow block (with its body), return.
+    assert any("with R.dataflow()" not in s and "cls = Module" in s for s in sources)
+    assert all(s.count("class Module") == 1 for s in sources)
+    deeper = candidates.drop_statements(MODULE, 12)
+    assert any("a: R.Tensor" not in c.source and "R.output(b)" in c.source for c in deeper)
+
+
+def test_zero_bindings_keep_the_type_and_replace_the_value() -> None:
+    found = {c.what.split(" (")[0]: c.source for c in candidates.zero_bindings(MODULE)}
+    assert set(found) == {"zeros for y", "zeros for a", "zeros for b"}
+    assert ('b: R.Tensor((4, 8), dtype="float32") = R.zeros(R.shape([4, 8]), dtype="float32")'
+            in found["zeros for b"])
+    assert "R.call_tir" not in found["zeros for b"]
+
+
+def test_shrink_shapes_changes_one_extent_everywhere() -> None:
+    found = candidates.shrink_shapes(MODULE)
+    assert [c.what for c in found] == ["shape extent 8 -> 1", "shape extent 8 -> 4",
+                                       "shape extent 4 -> 1", "shape extent 4 -> 2"]
+    assert "(4, 8)" not in found[0].source
+    assert found[0].source.count("(4, 1)") == MODULE.count("(4, 8)")
+    assert "R.shape([" not in found[0].source
+
+
+def test_max_depth_is_the_deepest_statement() -> None:
+    assert candidates.max_depth(MODULE) == 12

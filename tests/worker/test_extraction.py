@@ -1,0 +1,69 @@
+"""Extraction's choice of module and passes from recorded steps (no TVM)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tvmrepro.cases import parse_case
+from worker.extraction import CannotExtract, case_from_steps, chain
+
+SCRIPT = parse_case({"title": "repro.py", "script": "print(1)", "timeout_s": 60})
+
+
+def step(index: int, kind: str, name: str, link: int | None, **extra: Any) -> dict[str, Any]:
+    return {"index": index, "kind": kind, "name": name, "link": link, "opt_level": 3,
+            "ir": f"module before step {index}\n", "args": {}, **extra}
+
+
+def failed(stage: str) -> dict[str, Any]:
+    return {"environment": "tvm-x", "status": "error", "stage": stage, "signature": "E: boom"}
+
+
+# A module parsed, then an unrelated pass on another module, then two passes chained into a build.
+STEPS = [step(0, "pass", "Normalize", None), step(1, "pass", "FuseTIR", None),
+         step(2, "pass", "LambdaLift", 1), step(3, "build", "build", 2, target="llvm")]
+
+
+def test_chain_follows_outputs_back_to_the_first_pass() -> None:
+    assert [s["name"] for s in chain(STEPS[3], STEPS)] == ["FuseTIR", "LambdaLift"]
+
+
+def test_a_build_failure_starts_where_its_chain_starts() -> None:
+    case, notes = case_from_steps(SCRIPT, failed("vm_init"), STEPS)
+    assert case["source"] == "module before step 1\n"
+    assert case["variants"][0]["passes"] == ["FuseTIR", "LambdaLift"]
+    assert case["target"] == "llvm" and case["entry"] is None and case["timeout_s"] == 60
+    assert notes == []
+    at_step, _notes = case_from_steps(SCRIPT, failed("build"), STEPS, at="failing")
+    assert at_step["source"] == "module before step 3\n"
+    assert at_step["variants"][0]["passes"] == []
+
+
+def test_a_pass_failure_ends_with_that_pass_and_its_arguments() -> None:
+    steps = STEPS[:3] + [step(3, "pass", "FuseOps", 2, args={"fuse_opt_level": 2},
+                              dropped_args=["patterns"])]
+    case, notes = case_from_steps(SCRIPT, failed("pass:3:FuseOps"), steps)
+    assert case["variants"][0]["passes"][-1] == {"name": "FuseOps", "args": {"fuse_opt_level": 2}}
+    assert notes and "patterns" in notes[0]
+
+
+def test_a_pipeline_that_a_case_cannot_name_gives_way_to_the_pass_inside_it() -> None:
+    steps = [step(0, "pass", "_pipeline", None, resolvable=False)]
+    inner = {"kind": "pass", "name": "FoldConstant", "args": {}, "opt_level": 2,
+             "ir": "module before FoldConstant\n"}
+    case, _notes = case_from_steps(SCRIPT, failed("pass:0:FoldConstant"), steps, inner=inner)
+    assert case["source"] == "module before FoldConstant\n"
+    assert case["variants"][0]["passes"] == ["FoldConstant"] and case["opt_level"] == 2
+
+
+@pytest.mark.parametrize(("result", "steps", "why"), [
+    ({"environment": "tvm-x", "status": "ok", "stage": "script"}, STEPS, "not with a failure"),
+    (failed("script"), [], "before any TVM pass"),
+    (failed("run"), STEPS, "no module"),
+])
+def test_cannot_extract_says_why(result: dict, steps: list, why: str) -> None:
+    with pytest.raises(CannotExtract, match=why) as info:
+        case_from_steps(SCRIPT, result, steps)
+    assert info.value.field == "SCRIPT"
