@@ -316,10 +316,14 @@ def images_wheels(wheelhouse: Path, env_ids: tuple[str, ...], everything: bool,
 
 
 
-from cli.extract import extract_command  # noqa: E402  # it uses reports_errors from above
 
-main.add_command(extract_command)
+def _add_narrowing_commands() -> None:
+    """extract and reduce (their modules use reports_errors from above)."""
+    from cli.extract import extract_command
+    from cli.reduce import reduce_command
 
-from cli.reduce import reduce_command  # noqa: E402  # it uses reports_errors from above
+    main.add_command(extract_command)
+    main.add_command(reduce_command)
 
-main.add_command(reduce_command)
+
+_add_narrowing_commands()

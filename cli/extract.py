@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -57,7 +58,7 @@ def extract_command(script_file: Path, env_id: str, at: str, local: bool, runtim
         raise SystemExit(EXIT_FAILURE)
 
 
-def _show(found: dict) -> None:  # type: ignore[type-arg]
+def _show(found: dict[str, Any]) -> None:
     console = error_console()
     case = found["case"]
     passes = [p if isinstance(p, str) else p["name"] for p in case["variants"][0]["passes"]]

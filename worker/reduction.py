@@ -11,6 +11,7 @@ run at once; a time budget ends the reduction with the best case so far.
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -259,7 +260,7 @@ class Reducer:
             self.sweep("functions", candidates.drop_functions)
             depth = candidates.FUNCTION_INDENT + candidates.STATEMENT_STEP
             while depth <= candidates.max_depth(self.state.source):
-                self.sweep(f"statements@{depth}", lambda s, d=depth: candidates.drop_statements(s, d))
+                self.sweep(f"statements@{depth}", functools.partial(candidates.drop_statements, depth=depth))
                 depth += candidates.STATEMENT_STEP
             if round_ == 0:
                 self.sweep("bindings", candidates.zero_bindings)
