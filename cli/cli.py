@@ -316,6 +316,10 @@ def images_wheels(wheelhouse: Path, env_ids: tuple[str, ...], everything: bool,
 
 
 
+from cli.bisect import bisect_command  # noqa: E402  # it uses reports_errors from above
+
+main.add_command(bisect_command)
+
 
 def _add_narrowing_commands() -> None:
     """extract and reduce (their modules use reports_errors from above)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tvmrepro.bisect_report import render_bisect
 from tvmrepro.environments import Catalog, default_catalog
 from tvmrepro.reduce_report import render_reduce
 
@@ -73,7 +74,7 @@ def render_report(job: dict[str, Any], catalog: Catalog | None = None) -> str:
     lines = [f"### {title}", "",
              f"Reproduced with tvm-repro (job `{job['id']}`, status `{job['status']}`) on "
              f"{len(job['environments'])} pinned TVM environment(s).", ""]
-    lines += _matrix_table(job["matrix"]) + [""]
+    lines += _matrix_table(job["matrix"]) + [""] + render_bisect(job, catalog)
     lines += render_reduce(job)
     if job["matrix"]["groups"]:
         lines += ["#### Errors (cells with the same signature grouped)", ""] + _errors(job)

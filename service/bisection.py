@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Callable
 
 from tvmrepro.bisect_jobs import current, start
-from tvmrepro.bisection import Options, parse_oracle
+from tvmrepro.bisection import Options, make_options
 from tvmrepro.cases import Case
 from tvmrepro.environments import Catalog, Environment
 from tvmrepro.errors import BadInput
@@ -26,36 +26,13 @@ def refuse_bisect_fields(request: JobRequest) -> None:
             raise BadInput(name, "only a bisect job takes it (kind: 'bisect')")
 
 
-def _variant(request: JobRequest, case: Case) -> str:
-    if request.variants is not None:
-        raise BadInput("variants", "a bisect job takes one 'variant', not 'variants'")
-    if request.variant is not None:
-        case.variant(request.variant)  # BadInput naming "variant"
-        return request.variant
-    if len(case.variant_names) != 1:
-        raise BadInput("variant", f"the case has {len(case.variant_names)} variants; name one "
-                                  f"of {case.variant_names}")
-    return case.variant_names[0]
-
-
 def bisect_options(request: JobRequest, case: Case, envs: list[Environment],
                    catalog: Catalog) -> Options:
     """The options of a bisect job, each checked; BadInput names the wrong field."""
-    if len({env.device for env in envs}) > 1:
-        raise BadInput("environments", "a bisection follows one device's releases; name "
-                                       "environments of one device")
-    if len(envs) < 2:
-        raise BadInput("environments", "a bisection needs at least two environments")
-    ids = [env.id for env in envs]
     if request.reference is not None:
         catalog.get(request.reference, "reference")
-        if request.reference not in ids:
-            raise BadInput("reference", f"{request.reference!r} is not one of the bisected "
-                                        f"environments {ids}")
-    oracle = parse_oracle(request.oracle)
-    return Options(environments=ids, variant=_variant(request, case), oracle=oracle.text,
-                   reference=request.reference, repeat=request.repeat,
-                   strategy=request.strategy, bypass_cache=request.bypass_cache)
+    return make_options(case, envs, request.variant, request.oracle, request.reference,
+                        request.repeat, request.strategy, request.bypass_cache)
 
 
 def start_bisect(store: Store, catalog: Catalog, publish: Publish, case: Case,

@@ -11,6 +11,13 @@ from typing import Any
 from celery import Celery
 from pydantic import ValidationError
 
+from service.bisection import (
+    bisect_options,
+    bisect_status,
+    read_bisect,
+    refuse_bisect_fields,
+    start_bisect,
+)
 from service.matrix import build_matrix, job_status
 from tvmrepro.cases import Case, bad_input, parse_case
 from tvmrepro.comparisons import compare
@@ -113,8 +120,9 @@ class JobService:
     def submit(self, body: Any) -> JobView:
         """Validate, store and enqueue a job; BadInput names the wrong field, QueueFull is 429."""
         request = self._request(body)
-        if request.kind != "run":
-            raise BadInput("kind", f"{request.kind!r} jobs are not served here; use 'run'")
+        if request.kind == "bisect":
+            return self._submit_bisect(request)
+        refuse_bisect_fields(request)
         case = self._case(request)
         envs = self._environments(request.environments)
         planned = fan_out(case, envs, self.store.fingerprints(), request.variants, case_field="case")
@@ -130,6 +138,20 @@ class JobService:
                      bypass_cache=request.bypass_cache, created_at=now)
         self.store.submit(job, runs, self.settings.max_queued_runs)
         self._publish([run for run in runs if run.state == RunState.QUEUED])
+        view = self.job(job_id)
+        assert view is not None  # stored just above
+        return view
+
+    def _submit_bisect(self, request: JobRequest) -> JobView:
+        """A bisect job: its first probes stored and published (CONTRACT.md, "Bisection")."""
+        if request.variants is not None:
+            raise BadInput("variants", "a bisect job takes one 'variant', not 'variants'")
+        case = self._case(request)
+        envs = self._environments(request.environments)
+        options = bisect_options(request, case, envs, self.catalog)
+        fan_out(case, envs, self.store.fingerprints(), [options.variant], "variant", "case")
+        job_id = start_bisect(self.store, self.catalog, self._publish, case, options,
+                              self.settings.max_queued_runs, time.time())
         view = self.job(job_id)
         assert view is not None  # stored just above
         return view
@@ -150,6 +172,8 @@ class JobService:
         job = self.store.job(job_id)
         if job is None:
             return None
+        job, bisect = (read_bisect(self.store, self.catalog, self._publish, job)
+                       if job.kind == "bisect" else (job, None))
         comparisons = job.comparisons
         if comparisons is None and job.finished:
             # Finished before comparisons were stored (a store made by an older version), or
@@ -158,11 +182,11 @@ class JobService:
         runs = [_run_view(run) for run in job.runs]
         return JobView(
             id=job.id, kind=job.kind, title=job.title,
-            status=job_status(job.runs),
+            status=bisect_status(job_status(job.runs), bisect),
             created_at=_iso(job.created_at), environments=job.environments,
             variants=job.variants, bypass_cache=job.bypass_cache,
             cached_runs=sum(run.cached for run in runs), runs=runs,
-            matrix=build_matrix(job, comparisons), case=job.case)
+            matrix=build_matrix(job, comparisons), case=job.case, bisect=bisect)
 
     def result_id(self, job_id: str, run_id: str) -> str | None:
         """The id under which a finished run's result is stored (None: unknown or unfinished)."""

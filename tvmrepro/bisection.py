@@ -10,14 +10,16 @@ what it says.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from enum import Enum
 from itertools import pairwise
 from typing import Any
 
+from tvmrepro.cases import Case
+from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput
+from tvmrepro.outputs import compare_outputs
 from tvmrepro.results import Status
 
 FAILING = frozenset({Status.ERROR, Status.CRASH, Status.TIMEOUT, Status.OOM})
@@ -25,10 +27,6 @@ ALWAYS_SKIP = frozenset({Status.INCOMPATIBLE, Status.INFRA_ERROR})
 STRATEGIES = ("all", "binary")
 DEFAULT_ORACLE = "failure"
 MAX_REGEX_CHARS = 500
-# `output`: two float sums agree within OUTPUT_RTOL of the larger one plus OUTPUT_ATOL per
-# element: the summaries carry a sum, not the values, so this is what "close" can mean.
-OUTPUT_RTOL = 1e-5
-OUTPUT_ATOL = 1e-6
 
 
 class Verdict(str, Enum):
@@ -102,34 +100,6 @@ def parse_oracle(text: str) -> Oracle:
                              "signature:<text>, regex:<pattern> or output")
 
 
-# Outputs ---------------------------------------------------------------------
-
-def _size(shape: list[int]) -> int:
-    return math.prod(shape) if shape else 1
-
-
-def _sums_close(a: float, b: float, size: int) -> bool:
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    return abs(a - b) <= OUTPUT_ATOL * size + OUTPUT_RTOL * max(abs(a), abs(b))
-
-
-def outputs_agree(a: Any, b: Any) -> bool:
-    """Whether two output summaries agree: same shapes and dtypes, same bytes or close sums."""
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(outputs_agree(x, y) for x, y in zip(a, b, strict=True))
-    if not (isinstance(a, dict) and isinstance(b, dict)):
-        return bool(a == b)
-    if "value" in a or "value" in b:
-        return a.get("value") == b.get("value")
-    if a.get("shape") != b.get("shape") or a.get("dtype") != b.get("dtype"):
-        return False
-    if a.get("sha256") == b.get("sha256"):
-        return True
-    return _sums_close(float(a.get("sum", math.nan)), float(b.get("sum", math.nan)),
-                       _size(a.get("shape") or []))
-
-
 # Judging runs ----------------------------------------------------------------
 
 def judge(oracle: Oracle, result: dict[str, Any], reference: dict[str, Any] | None) -> Verdict:
@@ -153,8 +123,8 @@ def judge(oracle: Oracle, result: dict[str, Any], reference: dict[str, Any] | No
     else:  # output: a run without outputs (it failed) has outputs that differ too
         if reference is None:
             return Verdict.SKIP
-        bad = status is not Status.OK or not outputs_agree(result.get("outputs"),
-                                                           reference.get("outputs"))
+        compared = compare_outputs(result.get("outputs"), reference.get("outputs"))
+        bad = status is not Status.OK or compared is None or compared.outputs == "differs"
     return Verdict.BAD if bad else Verdict.GOOD
 
 
@@ -278,8 +248,8 @@ def next_probes(environments: list[str], probes: dict[str, Probe]) -> list[str]:
         return list(dict.fromkeys(ends or unprobed[:1] + unprobed[-1:]))
     if len(decided) == 1:  # look for a second decided probe on the side of a skipped end
         cut = environments.index(decided[0].environment)
-        left, right = [e for e in unprobed if environments.index(e) < cut], \
-            [e for e in unprobed if environments.index(e) > cut]
+        left = [e for e in unprobed if environments.index(e) < cut]
+        right = [e for e in unprobed if environments.index(e) > cut]
         return left[:1] or right[-1:]
     if decided[0].verdict is decided[-1].verdict:
         return []  # the ends agree: say inconclusive rather than guess
@@ -305,6 +275,52 @@ class Options:
     repeat: int = 1
     strategy: str = "all"
     bypass_cache: bool = False  # the first repeat too runs again
+
+
+# What an error names for each option: the API's fields by default, the CLI passes its flags.
+API_FIELDS = {"variant": "variant", "environments": "environments", "reference": "reference",
+              "oracle": "oracle", "repeat": "repeat", "strategy": "strategy"}
+MAX_REPEAT = 10
+
+
+def _choose_variant(case: Case, name: str | None, field: str) -> str:
+    if name is not None:
+        try:
+            case.variant(name)
+        except BadInput as exc:
+            raise BadInput(field, exc.problem) from exc
+        return name
+    if len(case.variant_names) != 1:
+        raise BadInput(field, f"the case has {len(case.variant_names)} variants; name one of "
+                              f"{case.variant_names}")
+    return case.variant_names[0]
+
+
+def make_options(case: Case, envs: list[Environment], variant: str | None = None,
+                 oracle: str = DEFAULT_ORACLE, reference: str | None = None, repeat: int = 1,
+                 strategy: str = "all", bypass_cache: bool = False,
+                 fields: dict[str, str] | None = None) -> Options:
+    """A bisection's options, each checked; BadInput names the wrong field (or flag)."""
+    names = fields or API_FIELDS
+    if len({env.device for env in envs}) > 1:
+        raise BadInput(names["environments"], "a bisection follows one device's releases; "
+                                              "name environments of one device")
+    if len(envs) < 2:
+        raise BadInput(names["environments"], "a bisection needs at least two environments")
+    ids = [env.id for env in envs]
+    if reference is not None and reference not in ids:
+        raise BadInput(names["reference"], f"{reference!r} is not one of the bisected "
+                                           f"environments {ids}")
+    if not 1 <= repeat <= MAX_REPEAT:
+        raise BadInput(names["repeat"], f"must be 1 to {MAX_REPEAT}")
+    if strategy not in STRATEGIES:
+        raise BadInput(names["strategy"], f"must be one of {', '.join(STRATEGIES)}")
+    try:
+        text = parse_oracle(oracle).text
+    except BadInput as exc:
+        raise BadInput(names["oracle"], exc.problem) from exc
+    return Options(ids, _choose_variant(case, variant, names["variant"]), text, reference,
+                   repeat, strategy, bypass_cache)
 
 
 def initial_probes(options: Options) -> list[str]:

@@ -66,7 +66,9 @@ def job(case: dict[str, Any], **extra: Any) -> dict[str, Any]:
     (lambda b: b.update(environments=[None]), "environments[0]"),
     (lambda b: b.update(bypass_cache="yes"), "bypass_cache"),
     (lambda b: b.update(surprise=1), "surprise"),
-    (lambda b: b.update(kind="bisect"), "kind"),
+    (lambda b: b.update(kind="bisect"), "variant"),  # two variants: a bisection names one
+    (lambda b: b.update(kind="bisect", variant="fusetir-once", oracle="nope"), "oracle"),
+    (lambda b: b.update(oracle="output"), "oracle"),  # a run job takes no bisect field
     (lambda b: b.update(kind="nonsense"), "kind"),
     (lambda b: b.update(variants=["no-such"]), "variants[0]"),
     (lambda b: b.update(case=[]), "case"),
@@ -176,6 +178,7 @@ def test_pass_names_are_checked_against_the_selected_environments_only(
     assert status == 202, answer
     status, answer = post(client, {"case": case, "environments": [OLD_ENV, unknown]})
     assert status == 202, answer  # the unknown environment may have it: its run will say
+
 
 def test_a_finished_job_shows_the_comparisons_stored_with_it(
         app: Flask, client: FlaskClient, founding_case: dict[str, Any]) -> None:

@@ -1,0 +1,175 @@
+"""`tvmrepro bisect`: since when, fixed when, and whether a bug came and went.
+
+Locally (`--local`) the probes run here, every environment at once on a few
+threads (or both ends, then halves, with `--strategy binary`); otherwise the
+service runs them as a bisect job. Either way the answer is the bisect object
+of CONTRACT.md, judged by the same code (tvmrepro.bisection).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from cli.cli import reports_errors
+from cli.output import _STATUS_STYLE, error_console, print_json
+from tvmrepro.bisection import Observation, Options, evaluate, initial_probes, make_options
+from tvmrepro.cases import Case, load_case_file
+from tvmrepro.environments import Environment, default_catalog
+from tvmrepro.errors import BadInput
+from tvmrepro.fanout import fan_out
+from tvmrepro.settings import Settings
+
+CLI_FIELDS = {"variant": "--variant", "environments": "--env", "reference": "--reference",
+              "oracle": "--oracle", "repeat": "--repeat", "strategy": "--strategy"}
+POLL_S = 0.5
+_VERDICT_STYLE = {"bad": "red", "good": "green", "skip": "blue", "flaky": "yellow"}
+Tick = Callable[[int, int], None]
+
+
+def _run_one(case: Case, options: Options, env: Environment, runtime: Any) -> Observation:
+    from worker.runner import run_variant
+
+    run_id = uuid.uuid4().hex
+    result = run_variant(case, options.variant, env, runtime, run_id=run_id).to_json()
+    log = result.pop("log")
+    result.pop("passes")
+    result["log_text"] = f"{log['stdout']}\n{log['stderr']}"  # what regex: reads
+    return Observation(env.id, run_id, result)
+
+
+def bisect_locally(case: Case, options: Options, runtime_name: str, tick: Tick) -> dict[str, Any]:
+    """Run the probes here (in parallel), round after round, and judge them."""
+    from worker.runtimes import make_runtime
+
+    runtime = make_runtime(runtime_name, Settings.from_env())
+    envs = {env.id: env for env in default_catalog().select(options.environments)}
+    # The local runtime provisions what is missing; Docker asks each environment's image.
+    fingerprints = {env_id: runtime.fingerprint(env) for env_id, env in envs.items()}
+    fan_out(case, list(envs.values()), fingerprints, [options.variant], "--variant")
+    observed: list[Observation] = []
+    todo = initial_probes(options)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        while todo:
+            futures = [pool.submit(_run_one, case, options, envs[env_id], runtime)
+                       for env_id in todo for _ in range(options.repeat)]
+            for future in as_completed(futures):
+                observed.append(future.result())
+                found, _ = evaluate(options, observed)
+                tick(found["progress"]["done"], found["progress"]["total"])
+            found, todo = evaluate(options, observed)
+    return evaluate(options, observed)[0]
+
+
+def bisect_remotely(case: Case, options: Options, server: str, tick: Tick) -> tuple[str, dict[str, Any]]:
+    """Submit a bisect job and wait for its answer; the job id and the bisect object."""
+    from cli.remote import ApiClient
+
+    client = ApiClient(server)
+    body: dict[str, Any] = {
+        "kind": "bisect", "case": case.model_dump(mode="json", exclude_defaults=True),
+        "environments": options.environments, "variant": options.variant,
+        "oracle": options.oracle, "repeat": options.repeat, "strategy": options.strategy}
+    if options.reference:
+        body["reference"] = options.reference
+    job = client.submit(body)
+    error_console().print(f"job {job['id']} at {server}", highlight=False)
+    served = {env["id"] for env in client.environments() if env["workers"]}
+    for env_id in sorted(set(options.environments) - served):
+        error_console().print(f"[yellow]warning:[/yellow] no live worker serves {env_id}; its "
+                              "probes wait until one does", highlight=False)
+    while True:
+        found = job.get("bisect") or {}
+        if "progress" in found:
+            tick(found["progress"]["done"], found["progress"]["total"])
+        if job["status"] in ("done", "failed"):
+            return job["id"], found
+        time.sleep(POLL_S)
+        job = client.job(job["id"])
+
+
+def bisect_view(found: dict[str, Any], title: str) -> Table:
+    """The probes as a table, the transitions and the verdict as its caption."""
+    table = Table(title=title)
+    for column in ("environment", "verdict", "status", "stage", "signature"):
+        table.add_column(column, overflow="fold")
+    for probe in found["probes"]:
+        style = _VERDICT_STYLE.get(probe["verdict"], "")
+        status_style = _STATUS_STYLE.get(probe["status"] or "", "")
+        table.add_row(probe["environment"], f"[{style}]{probe['verdict']}[/{style}]",
+                      f"[{status_style}]{probe['status']}[/{status_style}]",
+                      probe["stage"] or "", probe["signature"] or "")
+    lines = [f"{t['before']} ({t['from']}) -> {t['after']} ({t['to']})"
+             + (f", candidates: {', '.join(t['candidates'])}" if t["candidates"] else "")
+             for t in found["transitions"]]
+    lines.append(f"verdict: {found['verdict']} (oracle {found['oracle']}"
+                 + (f", reference {found['reference']}" if found.get("reference") else "") + ")")
+    table.caption = "\n".join(lines)
+    return table
+
+
+def _environments(env_ids: tuple[str, ...], device: str) -> list[Environment]:
+    catalog = default_catalog()
+    if not env_ids:
+        return catalog.select(None, device=device)
+    return catalog.select([catalog.get(env_id, "--env").id for env_id in env_ids])
+
+
+@click.argument("case_file", type=click.Path(path_type=Path))
+@click.option("--variant", default=None, help="Variant (needed when the case has several).")
+@click.option("--env", "env_ids", multiple=True,
+              help="Environment id (repeatable; default every one of --device).")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu",
+              help="Without --env: this device's environments.")
+@click.option("--oracle", default="failure", help="failure, status:<s>, signature, "
+              "signature:<text>, regex:<pattern> or output.")
+@click.option("--reference", default=None, help="Environment the signature and output "
+              "oracles compare with (default: the newest that fails / that ran).")
+@click.option("--repeat", type=int, default=1, help="Runs per environment (disagreeing: flaky).")
+@click.option("--strategy", type=click.Choice(["all", "binary"]), default="all",
+              help="Probe every environment at once, or both ends then halves.")
+@click.option("--local", is_flag=True, help="Run here, without the service.")
+@click.option("--runtime", "runtime_name", type=click.Choice(["local", "docker"]), default="local",
+              help="With --local: a sandboxed local environment, or the environment's image.")
+@click.option("--json", "as_json", is_flag=True, help="Print the bisect object as JSON.")
+@click.option("--server", default=None, help="Service URL (default $TVMREPRO_SERVER).")
+def bisect(case_file: Path, variant: str | None, env_ids: tuple[str, ...], device: str,
+                   oracle: str, reference: str | None, repeat: int, strategy: str, local: bool,
+                   runtime_name: str, as_json: bool, server: str | None) -> None:
+    """Which releases show the bug, and where it changed (every transition)."""
+    case = load_case_file(case_file)
+    envs = _environments(env_ids, device)
+    if reference is not None:
+        default_catalog().get(reference, "--reference")
+    options = make_options(case, envs, variant, oracle, reference, repeat, strategy,
+                           fields=CLI_FIELDS)
+    columns = (TextColumn("probes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=error_console(), transient=as_json) as progress:
+        task = progress.add_task("probes", total=None)
+
+        def tick(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        if local:
+            found = bisect_locally(case, options, runtime_name, tick)
+        else:
+            _, found = bisect_remotely(case, options, server or Settings.from_env().server, tick)
+    if not found:
+        raise BadInput("job", "the service answered without a bisect object")
+    if as_json:
+        print_json(found)
+        return
+    Console(width=max(Console().width, 140)).print(bisect_view(found, case.title or case_file.name))
+
+
+bisect_command: click.Command = click.command("bisect")(reports_errors(bisect))

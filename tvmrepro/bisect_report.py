@@ -1,0 +1,103 @@
+"""A bisect job's section of the Markdown report: what was asked, what each release did, where
+it changed, what ran, and the command that does it again."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from tvmrepro.environments import Catalog, default_catalog
+
+CASE_FILE = "case.json"
+MAX_SIGNATURE_CHARS = 160
+
+_SAID = {
+    "changed": "changed once: **{last}** → **{first}**",
+    "unchanged": "the same on every probed release",
+    "non_monotonic": "changed more than once (the bug came and went): see every transition below",
+    "inconclusive": "not decided: skipped, flaky or unprobed releases hide where it changed",
+}
+
+
+def _cell(text: str | None) -> str:
+    """Table cell text: pipes escaped, one line, capped."""
+    text = (text or "").replace("|", "\\|").replace("\n", " ")
+    return text[:MAX_SIGNATURE_CHARS] + ("…" if len(text) > MAX_SIGNATURE_CHARS else "")
+
+
+def reproduce_command(bisect: dict[str, Any]) -> str:
+    """`tvmrepro bisect ...` with this bisection's options (the case saved as case.json)."""
+    words = ["tvmrepro", "bisect", CASE_FILE, "--variant", bisect["variant"]]
+    for env_id in bisect["environments"]:
+        words += ["--env", env_id]
+    words += ["--oracle", bisect["oracle"]]
+    if bisect.get("reference") and bisect["oracle"] in ("signature", "output"):
+        words += ["--reference", bisect["reference"]]
+    words += ["--repeat", str(bisect["repeat"]), "--strategy", bisect["strategy"]]
+    return " ".join(shlex.quote(word) for word in words)
+
+
+def _probes(bisect: dict[str, Any]) -> list[str]:
+    lines = ["| environment | verdict | status | stage | signature |",
+             "| --- | --- | --- | --- | --- |"]
+    for probe in bisect["probes"]:
+        statuses = probe.get("statuses") or [probe["status"]]
+        lines.append(f"| `{probe['environment']}` | **{probe['verdict']}** | "
+                     f"{', '.join(f'`{s}`' for s in statuses)} | "
+                     f"{'`' + probe['stage'] + '`' if probe['stage'] else ''} | "
+                     f"{_cell(probe['signature'])} |")
+    return lines
+
+
+def _transitions(bisect: dict[str, Any]) -> list[str]:
+    if not bisect["transitions"]:
+        return ["No transition: every decided probe gave the same verdict.", ""]
+    lines = []
+    for change in bisect["transitions"]:
+        line = (f"- `{change['before']}` ({change['from']}) → `{change['after']}` "
+                f"({change['to']})")
+        if change["candidates"]:
+            line += ("; the change may lie in any of the candidates "
+                     + ", ".join(f"`{c}`" for c in change["candidates"]))
+        lines.append(line)
+    return lines + [""]
+
+
+def _fingerprints(job: dict[str, Any], bisect: dict[str, Any], catalog: Catalog) -> list[str]:
+    seen = {r["environment"]: (r.get("result") or {}).get("tvm") or {} for r in job["runs"]}
+    known = set(catalog.ids)
+    lines = ["| environment | TVM (as run) | apache-tvm-ffi | numpy | libinfo |",
+             "| --- | --- | --- | --- | --- |"]
+    for env_id in bisect["environments"]:
+        if env_id not in seen:
+            continue
+        pins = catalog.get(env_id).packages if env_id in known else {}
+        facts = seen[env_id]
+        flags = sorted(k for k, v in (facts.get("libinfo") or {}).items() if v == "ON")
+        lines.append(f"| `{env_id}` | {facts.get('version', '?')} | "
+                     f"{pins.get('apache-tvm-ffi', '?')} | {pins.get('numpy', '?')} | "
+                     f"{', '.join(flags)} |")
+    return lines
+
+
+def render_bisect(job: dict[str, Any], catalog: Catalog | None = None) -> list[str]:
+    """The bisect section of a job's report (no lines for a job that is not a bisection)."""
+    bisect = job.get("bisect")
+    if not bisect:
+        return []
+    catalog = catalog or default_catalog()
+    envs = bisect["environments"]
+    said = _SAID[bisect["verdict"]].format(last=bisect.get("last_before_change"),
+                                           first=bisect.get("first_changed"))
+    reference = (f", reference `{bisect['reference']}`" if bisect.get("reference") else "")
+    lines = ["#### Bisection", "",
+             f"Variant `{bisect['variant']}`, oracle `{bisect['oracle']}`{reference}, over "
+             f"{len(envs)} environments from `{envs[0]}` to `{envs[-1]}` (strategy "
+             f"`{bisect['strategy']}`, {bisect['repeat']} run(s) per probe, "
+             f"{bisect['progress']['done']} of {bisect['progress']['total']} probes done).", "",
+             f"Verdict: **{bisect['verdict']}**: {said}.", ""]
+    lines += _probes(bisect) + ["", "Transitions:", ""] + _transitions(bisect)
+    lines += ["Environments as they ran:", ""] + _fingerprints(job, bisect, catalog) + [""]
+    lines += [f"To reproduce, save the case below as `{CASE_FILE}` and run:", "", "```sh",
+              reproduce_command(bisect), "```", ""]
+    return lines
