@@ -12,6 +12,7 @@ from cli.cli import EXIT_FAILURE, reports_errors
 from cli.output import error_console, print_json
 from tvmrepro.cases import load_case_file
 from tvmrepro.environments import default_catalog
+from tvmrepro.errors import BadInput
 from tvmrepro.settings import Settings
 
 
@@ -39,7 +40,7 @@ def extract_command(script_file: Path, env_id: str, at: str, local: bool, runtim
     script = load_case_file(script_file)
     env = default_catalog().get(env_id, "--env")
     if not local:
-        raise click.UsageError("extract runs here: add --local")
+        raise BadInput("--local", "the service does not run extractions yet; run it here with --local")
     runtime = make_runtime(runtime_name, Settings.from_env())
     runtime.fingerprint(env)  # provisions a missing local environment
     error_console().print(f"running {script_file.name} on {env.id} (extract mode) ...",

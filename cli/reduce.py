@@ -13,6 +13,7 @@ from cli.cli import reports_errors
 from cli.output import error_console, print_json
 from tvmrepro.cases import load_case_file
 from tvmrepro.environments import default_catalog
+from tvmrepro.errors import BadInput
 from tvmrepro.fanout import select_variants
 from tvmrepro.settings import Settings
 
@@ -55,9 +56,9 @@ def reduce_command(case_file: Path, env_id: str, variant_name: str | None, oracl
     env = default_catalog().get(env_id, "--env")
     variant = select_variants(case, (variant_name,) if variant_name else (), "--variant")
     if len(variant) != 1:
-        raise click.UsageError(f"name one variant with --variant (the case has {variant})")
+        raise BadInput("--variant", f"name the variant to reduce; the case has {variant}")
     if not local:
-        raise click.UsageError("reduce runs here: add --local")
+        raise BadInput("--local", "the service does not run reductions yet; run it here with --local")
     runtime = make_runtime(runtime_name, Settings.from_env())
     runtime.fingerprint(env)  # provisions a missing local environment
     options = Options(env=env, variant=variant[0], oracle=oracle, budget_s=budget_s,

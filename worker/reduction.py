@@ -112,6 +112,7 @@ class Reducer:
         self.deadline = time.monotonic() + options.budget_s
         self.reference: dict[str, Any] = {}
         self.memo: dict[tuple[str, str], bool] = {}
+        self.verdicts: dict[tuple[str, str], dict[str, Any]] = {}
 
     # -- running ---------------------------------------------------------------------
     def _case_with(self, source: str, passes: list[Any]) -> Case:
@@ -152,7 +153,14 @@ class Reducer:
             raise OutOfBudget
 
     def check(self, sources: list[str], module: str) -> list[dict[str, Any]]:
-        """The harness's verdict on each source: parses and is well formed (with its text)."""
+        """The harness's verdict on each source (memoized): parses and is well formed, and the
+        module printed back."""
+        fresh = [s for s in dict.fromkeys(sources) if (s, module) not in self.verdicts]
+        for source, verdict in zip(fresh, self._check(fresh, module), strict=True):
+            self.verdicts[(source, module)] = verdict
+        return [self.verdicts[(s, module)] for s in sources]
+
+    def _check(self, sources: list[str], module: str) -> list[dict[str, Any]]:
         verdicts: list[dict[str, Any]] = []
         while len(verdicts) < len(sources):
             self._check_budget()
