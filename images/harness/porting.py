@@ -13,8 +13,18 @@ import importlib
 import inspect
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+# Whole modules that moved between releases (old path under tvm, new path), found by
+# comparing the wheels' package trees: tvm.arith became tvm.sym in 0.27; the module
+# relax.struct_info became relax.type in 0.26 (its classes are renamed by struct_info-to-type).
+MODULE_MOVES: tuple[tuple[str, str], ...] = (
+    ("arith", "sym"),
+    ("relax.struct_info", "relax.type"),
+    ("relax.distributed.struct_info", "relax.distributed.type"),
+)
+_NEWEST_MODULES = frozenset(new for _, new in MODULE_MOVES)
 
 
 class Incompatible(Exception):
@@ -34,6 +44,8 @@ class Features:
     runtime_tensor: bool = True  # tvm.runtime.tensor instead of tvm.nd.array
     s_tir: bool = True  # tvm.s_tir.dlight / tvm.s_tir.Schedule
     target_flags: bool = False  # Target("cuda -arch=sm_90") still parses (dicts are needed since 0.25)
+    # Which paths of MODULE_MOVES import on this TVM (both ends of a move are checked).
+    modules: frozenset[str] = field(default_factory=lambda: _NEWEST_MODULES)
 
 
 def _importable(name: str) -> bool:
@@ -62,6 +74,8 @@ def detect(tvm: Any) -> Features:
         runtime_tensor=hasattr(tvm.runtime, "tensor"),
         s_tir=_importable("tvm.s_tir"),
         target_flags=_parses_target_flags(tvm),
+        modules=frozenset(path for move in MODULE_MOVES for path in move
+                          if _importable(f"tvm.{path}")),
     )
 
 
@@ -154,7 +168,51 @@ def _refuse_tir_vars(text: str) -> str:
 
 _STRUCT_INFO_NAMES = ("Tensor", "Tuple", "Shape", "Func", "Object")
 
-RULES: tuple[Rule, ...] = (
+
+def _import_list_item(leaf: str, new_leaf: str) -> Callable[[re.Match[str]], str]:
+    """In `from tvm.<parent> import a, leaf, b as c`: `leaf` becomes `new_leaf as leaf`."""
+    def fix(match: re.Match[str]) -> str:
+        items = []
+        for item in match["items"].split(","):
+            name, _, alias = (part.strip() for part in item.strip().partition(" as "))
+            if name == leaf:
+                alias = alias or leaf
+                item = f" {new_leaf}" if alias == new_leaf else f" {new_leaf} as {alias}"
+            items.append(item)
+        return match["head"] + ",".join(items)
+
+    return fix
+
+
+def move_module(old: str, new: str) -> Callable[[str], str]:
+    """Rewrite references to the module tvm.<old> as tvm.<new>: dotted paths and import lists."""
+    parent, _, leaf = f"tvm.{old}".rpartition(".")
+    new_leaf = new.rpartition(".")[2]
+    short_parent = parent.rpartition(".")[2]
+    dotted = re.compile(rf"\b(?:tvm\.)?{re.escape(old)}\b" if "." in old else rf"\btvm\.{old}\b")
+    listed = re.compile(rf"(?P<head>^[ \t]*from {re.escape(parent)} import)(?P<items>[^\n(#]*)",
+                        re.MULTILINE)
+
+    def rewrite(text: str) -> str:
+        text = dotted.sub(lambda m: m[0].replace(old, new), text)
+        if parent != "tvm":  # `from tvm import relax` then `relax.struct_info`
+            text = re.sub(rf"(?<![\w.]){short_parent}\.{leaf}\b", f"{short_parent}.{new_leaf}", text)
+        return listed.sub(_import_list_item(leaf, new_leaf), text)
+
+    return rewrite
+
+
+def _module_rules() -> tuple[Rule, ...]:
+    """Both directions of every module move, each needed where only its target imports."""
+    rules = []
+    for old, new in MODULE_MOVES:
+        for a, b in ((old, new), (new, old)):
+            rules.append(Rule(f"{a}-to-{b}".replace(".", "-"),
+                              lambda f, a=a, b=b: b in f.modules and a not in f.modules,
+                              move_module(a, b)))
+    return tuple(rules)
+
+RULES: tuple[Rule, ...] = _module_rules() + (
     Rule(
         "dlight-and-schedule-to-s_tir",
         lambda f: f.s_tir,

@@ -133,6 +133,9 @@ class Tracer:
         self.pass_stack: list[str] = []  # the passes running now, outermost first
         self.build_depth = 0
         self.reached: str | None = None  # the last TVM stage a script entered
+        # (stage, pass path) where the innermost failing pass raised: an exception crossing
+        # the FFI back out of a Python pass (a pipeline) arrives as a new object, unstamped.
+        self.failure: tuple[str, list[str]] | None = None
         self._script_running = False
         self._pass_started = 0.0
 
@@ -180,6 +183,7 @@ class Tracer:
         if info.name in _TRANSPARENT_PASSES:
             return
         self.pass_stack.append(info.name)
+        self.failure = None  # a pass starts: any earlier failure was handled
         if self.build_depth == 0:
             self.enter(f"pass:{self.pass_count}:{info.name}")
             if len(self.pass_stack) == 1:
@@ -252,7 +256,9 @@ class Tracer:
                 return original_call(pass_obj, mod)
             except BaseException as exc:
                 # The stack still holds every pass that raised through: the innermost is last.
-                _stamp(exc, tracer.stage, list(tracer.pass_stack))
+                if tracer.failure is None or len(tracer.failure[1]) < len(tracer.pass_stack):
+                    tracer.failure = (tracer.stage, list(tracer.pass_stack))
+                _stamp(exc, *tracer.failure)
                 del tracer.pass_stack[depth:]
                 tracer.build_depth = build_depth
                 raise

@@ -1,0 +1,105 @@
+"""What a run reports, on real TVM: module moves ported, the innermost pass, signatures that
+survive a reworded message, the stage of a wrong result, and errors whatever the case did."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import NEW_ENV, OLD_ENV, REPO
+from tvmrepro.cases import parse_case
+from tvmrepro.environments import Environment
+from tvmrepro.results import Result
+from tvmrepro.settings import Settings
+from worker.runner import run_variant
+from worker.runtimes.local import LocalRuntime
+
+pytestmark = pytest.mark.tvm
+CASES = REPO / "tests" / "cases"
+
+
+def run_script(script: str, env: Environment, settings: Settings) -> Result:
+    """Run a report's script in the local sandbox."""
+    return run_variant(parse_case({"script": script}), "script", env, LocalRuntime(settings))
+
+
+def run_case_script(name: str, env: Environment, settings: Settings) -> Result:
+    """Run tests/cases/<name> (a script) in the local sandbox."""
+    return run_script((CASES / name).read_text(), env, settings)
+
+
+def test_arith_script_runs_on_027_as_if_written_for_it(tvm_envs: dict[str, Environment],
+                                                        settings: Settings) -> None:
+    ported = run_case_script("arith-analyzer/original.py", tvm_envs[NEW_ENV], settings)
+    by_hand = run_case_script("arith-analyzer/for_027.py", tvm_envs[NEW_ENV], settings)
+    assert ported.status == by_hand.status == "ok", ported.log.stderr[-2000:]
+    assert ported.rewrites == ["arith-to-sym"] and by_hand.rewrites == []
+    assert ported.log.stdout == by_hand.log.stdout and ported.log.stdout.endswith("True\n1\n")
+    # And back: the script written for 0.27 runs on 0.25 through the reverse rule.
+    back = run_case_script("arith-analyzer/for_027.py", tvm_envs[OLD_ENV], settings)
+    assert (back.status, back.rewrites, back.log.stdout) == ("ok", ["sym-to-arith"], by_hand.log.stdout)
+
+
+def test_failure_inside_the_default_tir_pipeline_names_the_inner_pass(
+        tvm_envs: dict[str, Environment], settings: Settings) -> None:
+    for env in (OLD_ENV, NEW_ENV):
+        result = run_case_script("tir-pipeline-no-target/original.py", tvm_envs[env], settings)
+        assert result.status == "error", result.log.stderr[-2000:]
+        assert result.stage == "pass:0:s_tir.LowerThreadAllreduce"
+        assert result.pass_path == ["_pipeline", "s_tir.LowerThreadAllreduce"]
+        assert "Require the target attribute" in (result.message or "")
+
+
+def test_reworded_message_keeps_its_signature(tvm_envs: dict[str, Environment],
+                                              settings: Settings) -> None:
+    old, new = (run_case_script("reworded-vm-codegen/original.py", tvm_envs[e], settings)
+                for e in (OLD_ENV, NEW_ENV))
+    assert (old.status, old.stage, new.status, new.stage) == ("error", "build", "error", "build")
+    assert "cannot handle this intrinsic" in (old.message or "")
+    assert "cannot emit this Relax operator" in (new.message or "")
+    assert old.signature_message != new.signature_message
+    assert old.signature_frame == new.signature_frame == "CodeGenVM::VisitExpr_"
+    assert old.signature == new.signature == "InternalError at CodeGenVM::VisitExpr_"
+
+
+def test_founding_case_signature_is_anchored_on_its_frame(tvm_envs: dict[str, Environment],
+                                                          settings: Settings) -> None:
+    script = (REPO / "tests" / "cases" / "tvm-17357" / "original.py").read_text()
+    old, new = (run_script(script, tvm_envs[e], settings) for e in (OLD_ENV, NEW_ENV))
+    for result in (old, new):
+        assert (result.status, result.stage) == ("error", "vm_init"), result.log.stderr[-2000:]
+        assert result.signature_frame == "VirtualMachineImpl::InitFuncPool"
+    assert old.signature == new.signature
+    assert "fused_relax_nn_attention_cutlass_gv" in (old.signature or "")
+
+
+def test_wrong_result_is_an_error_at_run(tvm_envs: dict[str, Environment],
+                                         settings: Settings) -> None:
+    wrong = run_case_script("wrong-result-adaptive-avg-pool2d/original.py", tvm_envs[OLD_ENV], settings)
+    assert (wrong.status, wrong.stage, wrong.error_type) == ("error", "run", "AssertionError")
+    assert (wrong.message or "").startswith("adaptive_avg_pool2d differs from numpy")
+    fixed = run_case_script("wrong-result-adaptive-avg-pool2d/original.py", tvm_envs[NEW_ENV], settings)
+    assert (fixed.status, fixed.stage) == ("ok", "run")
+
+
+def test_errors_before_any_tvm_step_stay_at_script(tvm_envs: dict[str, Environment],
+                                                   settings: Settings) -> None:
+    result = run_script("import tvm\nassert 1 == 2, 'checked first'\n", tvm_envs[NEW_ENV], settings)
+    assert (result.status, result.stage, result.error_type) == ("error", "script", "AssertionError")
+
+
+def test_parser_errors_in_a_script_are_stage_parse(tvm_envs: dict[str, Environment],
+                                                   settings: Settings) -> None:
+    script = ("from tvm.script import ir as I, relax as R\n\n@I.ir_module\nclass M:\n"
+              "    @R.function\n    def main(x: R.Tensor((4,), 'float32')):\n"
+              "        return R.nn.relu(x, x, x)\n")
+    result = run_script(script, tvm_envs[NEW_ENV], settings)
+    assert (result.status, result.stage, result.error_type) == ("error", "parse", "DiagnosticError")
+    assert "relu() takes 1 positional argument" in (result.message or "")
+
+
+def test_a_case_that_closes_stderr_still_reports_its_error(tvm_envs: dict[str, Environment],
+                                                           settings: Settings) -> None:
+    script = "import sys\nsys.stderr.close()\nraise ValueError('the real error')\n"
+    result = run_script(script, tvm_envs[NEW_ENV], settings)
+    assert (result.status, result.error_type, result.message) == ("error", "ValueError", "the real error")
+    assert "the real error" in result.log.stderr  # the traceback went to the descriptor itself
