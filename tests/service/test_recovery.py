@@ -1,7 +1,14 @@
-"""Jobs are never lost: kill -9 of workers, a Redis restart, an API restart, mid-job."""
+"""Jobs are never lost: kill -9 of workers, a Redis restart, an API restart, mid-job.
+
+The kill -9 tests of a pool process and of a whole worker run real TVM; the
+others, where TVM adds nothing to what they prove (delivery counting, a broker
+or an API that restarts), run the same processes with the FakeRuntime
+(TVMREPRO_RUNTIME=fake), its runs scripted to take as long as a test needs.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -21,19 +28,41 @@ from tests.service.stack import (
     dump,
     founding_body,
     free_port,
-    make_home,
     sleeping_script,
 )
-from tvmrepro.environments import Environment
+from worker.runtimes.fake import DIRECTIVE
 
-pytestmark = [pytest.mark.tvm, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.timeout(300)]
+FAKE = {"TVMREPRO_RUNTIME": "fake"}
+
+
+def fake_home(tmp_path: Path) -> Path:
+    """A fresh TVMREPRO_HOME for a stack of fake runs (no environments needed)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    return home
+
+
+@pytest.fixture
+def fake_stack(backend: Backend, tmp_path: Path) -> Iterator[Stack]:
+    """A stack whose workers run cases with the FakeRuntime."""
+    running = Stack(backend, fake_home(tmp_path), **FAKE)
+    yield running
+    running.close()
+
+
+def fake_sleep(seconds: float, tag: str) -> dict[str, Any]:
+    """A script case that the FakeRuntime ends as ok after `seconds`."""
+    return {"title": f"sleep {seconds} {tag}",
+            "script": f"{DIRECTIVE} {json.dumps({'sleep': seconds})}\n# {tag}\n"}
 
 
 def claimer_pid(run: dict[str, Any]) -> int:
-    """The pid of the process that claimed a run (host:pid)."""
-    return int(run["claimed_by"].rpartition(":")[2])
+    """The pid of the process that claimed a run (its token: host:pid:create time)."""
+    return int(run["claimed_by"].rsplit(":", 2)[1])
 
 
+@pytest.mark.tvm
 def test_kill_9_of_the_process_running_a_run(stack: Stack) -> None:
     stack.start_api()
     worker = stack.start_worker(NEW_ENV)
@@ -53,11 +82,12 @@ def test_kill_9_of_the_process_running_a_run(stack: Stack) -> None:
     assert "WorkerLostError" in logs and "lost runs again" not in logs  # Celery handed it back
 
 
-def test_a_run_that_keeps_losing_its_worker_ends_as_infra_error(stack: Stack) -> None:
+def test_a_run_that_keeps_losing_its_worker_ends_as_infra_error(fake_stack: Stack) -> None:
+    stack = fake_stack
     stack.configure(TVMREPRO_MAX_DELIVERIES="2")
     stack.start_api()
     stack.start_worker(NEW_ENV)
-    job = stack.submit(founding_body(sleeping_script(5, "doomed"), [NEW_ENV]))
+    job = stack.submit(founding_body(fake_sleep(5, "doomed"), [NEW_ENV]))
     for attempt in (1, 2):
         os.kill(claimer_pid(stack.wait_running(job["id"], deliveries=attempt)), signal.SIGKILL)
     done = stack.wait(job["id"])
@@ -69,6 +99,7 @@ def test_a_run_that_keeps_losing_its_worker_ends_as_infra_error(stack: Stack) ->
     assert len(stack.result_rows(job["id"])) == 1
 
 
+@pytest.mark.tvm
 def test_a_lost_worker_is_replaced_and_its_run_recovered(stack: Stack) -> None:
     stack.start_api()
     worker = stack.start_worker(NEW_ENV)
@@ -84,23 +115,28 @@ def test_a_lost_worker_is_replaced_and_its_run_recovered(stack: Stack) -> None:
     assert "published 1 lost runs again" in stack.logs(tail=100_000)
 
 
-def many_variants(case: dict[str, Any], copies: int) -> dict[str, Any]:
-    """The founding case with each variant repeated under new names (more runs per job)."""
+def many_variants(case: dict[str, Any], copies: int, run_s: float = 1.0) -> dict[str, Any]:
+    """The founding case with each variant repeated under new names (more runs per job).
+
+    Scripted for the FakeRuntime as it ends on TVM: the "once" variants fail at vm_init.
+    """
     variants = [{**v, "name": f"{v['name']}-{n}"} for n in range(copies) for v in case["variants"]]
-    return {**case, "variants": variants}
+    lines = [{"variant": v["name"], "status": "error", "stage": "vm_init", "sleep": run_s}
+             for v in variants if "once" in v["name"]] + [{"sleep": run_s}]
+    directives = "".join(f"{DIRECTIVE} {json.dumps(line)}\n" for line in lines)
+    return {**case, "source": directives + case["source"], "variants": variants}
 
 
 def finished_results(stack: Stack, job_id: str) -> dict[str, Any]:
     """run id -> stored result summary, for the runs that are done."""
-    job = stack.store.job(job_id)
-    return {r.id: r.result for r in (job.runs if job else []) if r.done}
+    job = stack.store.job(job_id) or {"runs": []}
+    return {r["id"]: r["result"] for r in job["runs"] if r["state"] == "done"}
 
 
 def wait_partly_done(stack: Stack, job_id: str) -> None:
     """Until a run of the job has a result and at least two still wait in the queue."""
     def partly() -> bool:
-        job = stack.store.job(job_id)
-        states = [r.state for r in (job.runs if job else [])]
+        states = [r["state"] for r in (stack.store.job(job_id) or {"runs": []})["runs"]]
         return states.count("done") >= 1 and states.count("queued") >= 2
     stack._until(partly, "the job to be part done")
 
@@ -158,11 +194,10 @@ def own_redis(tmp_path: Path) -> Iterator[OwnRedis]:
 
 
 @pytest.fixture
-def redis_stack(own_redis: OwnRedis, clean_postgres: str, tmp_path: Path, test_home: Path,
-                tvm_envs: dict[str, Environment]) -> Iterator[Stack]:
-    """A stack on our own Redis and PostgreSQL (nothing started yet)."""
-    stack = Stack(Backend("redis+postgres", own_redis.url, clean_postgres),
-                  make_home(tmp_path, test_home))
+def redis_stack(own_redis: OwnRedis, clean_postgres: str, tmp_path: Path) -> Iterator[Stack]:
+    """A stack of fake runs on our own Redis and PostgreSQL (nothing started yet)."""
+    stack = Stack(Backend("redis+postgres", own_redis.url, clean_postgres), fake_home(tmp_path),
+                  **FAKE)
     yield stack
     stack.close()
 
@@ -191,7 +226,7 @@ def test_a_run_that_ends_while_redis_is_away_does_not_stall_its_worker(
     stack = redis_stack
     stack.start_api()
     stack.start_worker(NEW_ENV)
-    job = stack.submit(founding_body(sleeping_script(3, "away"), [NEW_ENV]))
+    job = stack.submit(founding_body(fake_sleep(3, "away"), [NEW_ENV]))
     stack.wait_running(job["id"])
     own_redis.stop()
     stack._until(lambda: finished_results(stack, job["id"]), "the run to end with Redis away")
@@ -202,7 +237,9 @@ def test_a_run_that_ends_while_redis_is_away_does_not_stall_its_worker(
     assert stack.wait(after["id"], timeout=60)["status"] == "done"
 
 
-def test_api_and_workers_restart_mid_job(stack: Stack, founding_case: dict[str, Any]) -> None:
+def test_api_and_workers_restart_mid_job(fake_stack: Stack,
+                                         founding_case: dict[str, Any]) -> None:
+    stack = fake_stack
     stack.start_api()
     for env_id in (OLD_ENV, NEW_ENV):
         stack.start_worker(env_id)
