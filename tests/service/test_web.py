@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import NEW_ENV, OLD_ENV, shared_case
+from tests.conftest import NEW_ENV, OLD_ENV, REPO, shared_case
 from tests.service.browser import (
     artifacts_dir,
     clipboard_read,
@@ -254,3 +254,11 @@ def test_pages_answer_without_a_browser(stack: Stack) -> None:
     assert "default-src 'self'" in page.headers["Content-Security-Policy"]
     names = stack.http.get("/api/v1/passes").json()["environments"]
     assert "FuseTIR" in names[OLD_ENV] and "FuseTIR" in names[NEW_ENV]
+
+
+@pytest.mark.parametrize("name", ["tvm-17357", "cuda-matmul-relu"])
+def test_examples_are_the_test_cases(name: str) -> None:
+    """The page's examples ship in the package: copies of the cases the tests run."""
+    shipped = REPO / "service" / "static" / "examples" / f"{name}.json"
+    assert json.loads(shipped.read_text()) == json.loads(
+        (REPO / "tests" / "cases" / name / "case.json").read_text())
