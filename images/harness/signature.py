@@ -107,10 +107,10 @@ def normalize(text: str) -> str:
     """Drop addresses, paths, line numbers, FFI signatures and object fields; word renames one way."""
     text = _collapse_reprs(text)
     text = _FFI_SIGNATURE.sub(lambda m: f"{m['name']}(...)", text)
-    for pattern, replacement in _SYNONYMS:
+    for pattern, replacement in _SYNONYMS + _PRESENCE:
         text = re.sub(pattern, replacement, text)
     text = _QUALIFIED_TYPE.sub("", text)
-    for pattern, replacement in _PRESENCE + _NOISE:
+    for pattern, replacement in _NOISE:
         text = re.sub(pattern, replacement, text)
     return text.strip()
 

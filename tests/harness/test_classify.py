@@ -9,6 +9,7 @@ from images import IMAGES_DIR
 sys.path.insert(0, str(IMAGES_DIR))
 from harness.classify import classify, first_line, signature  # noqa: E402
 from harness.porting import Incompatible  # noqa: E402
+from harness.signature import frame_name, make, normalize, program_names  # noqa: E402
 
 MSG_2024 = ("Check failed: (func.defined()) is false: Error: Cannot find PackedFunc "
             "fused_relax_nn_attention_cutlass_gv in either Relax VM kernel library, or in TVM "
@@ -18,10 +19,86 @@ MSG_2026 = ("Check failed: (func.has_value()) is false: Error: Cannot find ffi::
             "runtime ffi::Function registry, or in global Relax functions of the VM executable")
 
 
-def test_packedfunc_and_ffi_function_read_the_same() -> None:
-    old = signature("InternalError", MSG_2024.replace("func.defined()", "func.has_value()"))
+def test_the_2024_report_reads_as_today_as_printed() -> None:
+    # PackedFunc -> ffi::Function, and the check's func.defined() -> func.has_value().
+    old = signature("InternalError", MSG_2024)
     assert old == signature("InternalError", MSG_2026)
-    assert "fused_relax_nn_attention_cutlass_gv" in old
+    assert "fused_relax_nn_attention_cutlass_gv" in old and "is set" in old
+
+
+def test_presence_checks_read_one_way() -> None:
+    spelled = ["(x.defined())", "(x.has_value())", "(!x.IsMissing())", "(x != nullptr)",
+               "(x.get() != nullptr)"]
+    assert {normalize(f"Check failed: {c} is false: m") for c in spelled} == {
+        "Check failed: (x is set) is false: m"}
+    # Seen in the 0.25 -> 0.26 source diff: the same check, its field renamed with it.
+    assert normalize("Check failed: (param->struct_info_.defined()) is false") == \
+        normalize("Check failed: (!param->ty.IsMissing()) is false") == \
+        "Check failed: (param->ty is set) is false"
+    assert normalize("Check failed: (!op->shape.defined()) is false") == \
+        normalize("Check failed: (!op->shape.has_value()) is false")
+
+
+# Printed by apache-tvm 0.25.0 and 0.27.0.post1 for relax.Tuple([relax.Var("x"), 1.5j]).
+FFI_025 = ("Mismatched type on argument #0 when calling: `relax.Tuple(0: Array<ir.RelaxExpr>, "
+           "1: ir.Span) -> relax.expr.Tuple`. Expected `Array<ir.RelaxExpr>` but got "
+           "`Array[index 1: ffi.OpaquePyObject]`")
+FFI_027 = ("Mismatched type on argument #0 when calling: `ir.Tuple(0: Array<ir.Expr>, 1: ir.Span) "
+           "-> ir.Tuple`. Expected `Array<ir.Expr>` but got `Array[index 1: ffi.OpaquePyObject]`")
+
+
+def test_ffi_function_signatures_in_messages_are_normalised() -> None:
+    assert signature("TypeError", FFI_025) == signature("TypeError", FFI_027)
+    assert "when calling: `Tuple(...)`" in normalize(FFI_027)
+    extra_arg = FFI_027.replace("1: ir.Span)", "1: ir.Span, 2: Optional<ir.Span>)")
+    assert normalize(extra_arg) == normalize(FFI_027)
+
+
+def test_printed_ir_objects_read_as_type_and_name() -> None:
+    # ir.Op as 0.26 prints it, and with 0.25's field names (struct_info_ where 0.26 has ty).
+    new = ('cannot handle ir.Op(span=None, ty=ir.Type(span=None), name="relax.add", '
+           'description="", arguments=(ir.ArgumentInfo(name="x1", type_info="Tensor"),), '
+           'attrs_type_key="", num_inputs=2, support_level=10) here')
+    old = ('cannot handle ir.Op(span=None, struct_info_=None, name="relax.add", '
+           'arguments=(ir.ArgumentInfo(name="x1", type_info="Tensor"),), num_inputs=2) here')
+    assert normalize(new) == normalize(old) == "cannot handle Op(relax.add) here"
+
+
+def test_frames_drop_namespaces_types_and_parameters() -> None:
+    # InferStructInfoMatmul (0.25) is InferTypeMatmul (0.26+), seen in the two backtraces.
+    assert frame_name("tvm::relax::StructInfo tvm::relax::InferStructInfoMatmul(const Call&, "
+                      "const BlockBuilder&)") == "InferTypeMatmul"
+    assert frame_name("tvm::Type tvm::relax::InferTypeMatmul(const tvm::Call&, "
+                      "const BlockBuilder&)") == "InferTypeMatmul"
+    assert frame_name("void tvm::runtime::vm::VirtualMachineImpl::InitFuncPool()") == \
+        "VirtualMachineImpl::InitFuncPool"
+    assert frame_name("tvm::relax::(anonymous namespace)::Mutator::VisitExpr_(tvm::relax::CallNode "
+                      "const*)::{lambda(int)#1}::operator()(int) const") == "Mutator::VisitExpr_"
+    # Frames that report (or convert FFI arguments) are not where the bug was detected.
+    assert frame_name("void tvm::relax::BlockBuilderImpl::ReportFatal(tvm::Diagnostic const&)") is None
+    assert frame_name("tvm::ffi::details::ArgValueWithContext<Type>::operator TypeWithoutCR() "
+                      "[with Type = tvm::ffi::Array<tvm::Expr>]") is None
+
+
+def test_the_frame_anchors_the_signature_and_the_message_stays_beside_it() -> None:
+    vm = [("repro.py", "<module>"),
+          ("/project/src/runtime/vm/vm.cc", "void tvm::runtime::vm::VirtualMachineImpl::InitFuncPool()")]
+    anchored = make("InternalError", MSG_2026, vm)
+    assert anchored.frame == "VirtualMachineImpl::InitFuncPool"
+    assert anchored.text == ("InternalError at VirtualMachineImpl::InitFuncPool "
+                             "(fused_relax_nn_attention_cutlass_gv)")
+    assert anchored.message == normalize(MSG_2026)
+    reworded = make("InternalError", "Error: no function fused_relax_nn_attention_cutlass_gv1 in "
+                    "the executable", vm)
+    assert reworded.text == anchored.text
+    # Raised in Python (the innermost frame), or no frames at all: the message decides.
+    python = make("ValueError", "bad", [*vm, ("/x/tvm/relax/block_builder.py", "emit")])
+    assert (python.frame, python.text) == (None, "ValueError: bad")
+
+
+def test_program_names_are_snake_case_identifiers_that_are_not_code() -> None:
+    text = "Cannot find Function fused_add_relu1 in x.has_value() or tvm::some_ns::Foo or a_b("
+    assert program_names(text) == ["fused_add_relu"]
 
 
 def test_struct_info_and_type_wording_read_the_same() -> None:

@@ -11,7 +11,9 @@ from images import IMAGES_DIR
 sys.path.insert(0, str(IMAGES_DIR))  # the harness is a top-level package inside images/
 from harness.porting import Features, Incompatible, port, port_target  # noqa: E402
 
-TVM_025 = Features(out_ty=False, call_tir_vars=True, struct_info=True)
+TVM_025 = Features(out_ty=False, call_tir_vars=True, struct_info=True,
+                   modules=frozenset({"arith", "relax.struct_info", "relax.distributed.struct_info"}))
+TVM_026 = Features(modules=frozenset({"arith", "relax.type", "relax.distributed.type"}))
 TVM_027 = Features()
 OLD_TIR = '''from tvm.script import tir as T
 @T.prim_func(private=True)
@@ -99,3 +101,37 @@ def test_moved_modules_and_renamed_tensor() -> None:
     text, _ = port(source, TVM_027)
     assert text == ("from tvm.s_tir import meta_schedule as ms\nsch = tvm.s_tir.Schedule(mod)\n"
                     "a = tvm.runtime.tensor(x)\nassert isinstance(a, tvm.runtime.Tensor)\n")
+
+
+ARITH_SCRIPT = """import tvm
+from tvm import arith, tirx
+from tvm import te, arith as ar
+import tvm.arith
+from tvm.arith.iter_affine_map import IterMapLevel
+a = tvm.arith.Analyzer()
+b = arith.detect_iter_map
+"""
+
+
+def test_arith_moves_to_sym_on_027_and_back() -> None:
+    text, rules = port(ARITH_SCRIPT, TVM_027)
+    assert rules == ["arith-to-sym"]
+    assert text == ARITH_SCRIPT.replace("tvm.arith", "tvm.sym").replace(
+        "from tvm import arith,", "from tvm import sym as arith,").replace(
+        "arith as ar", "sym as ar")
+    assert port(ARITH_SCRIPT, TVM_026) == (ARITH_SCRIPT, [])
+    back, rules = port(text, TVM_026)
+    assert rules == ["sym-to-arith"]
+    assert back == ARITH_SCRIPT
+
+
+def test_struct_info_module_becomes_type_before_its_classes_are_renamed() -> None:
+    source = ("from tvm.relax.struct_info import TensorStructInfo\nfrom tvm.relax import struct_info\n"
+              "t = relax.struct_info.TensorStructInfo((4,), 'float32')\n")
+    text, rules = port(source, TVM_027)
+    assert text == ("from tvm.relax.type import TensorType\nfrom tvm.relax import type as struct_info\n"
+                    "t = relax.type.TensorType((4,), 'float32')\n")
+    assert rules == ["relax-struct_info-to-relax-type", "struct_info-to-type"]
+    assert port(source, TVM_025) == (source, [])
+    assert port("import tvm.relax.type as rt\n", TVM_025) == (
+        "import tvm.relax.struct_info as rt\n", ["relax-type-to-relax-struct_info"])
