@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import NEW_ENV, OLD_ENV, REPO
 from tvmrepro.cases import parse_case
-from tvmrepro.environments import Environment
+from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.results import Result
 from tvmrepro.settings import Settings
 from worker.runner import run_variant
@@ -15,6 +15,17 @@ from worker.runtimes.local import LocalRuntime
 
 pytestmark = pytest.mark.tvm
 CASES = REPO / "tests" / "cases"
+MID_ENV = "tvm-0.26.0-cpu"  # between the two: struct_info is gone, arith is still there
+
+
+@pytest.fixture(scope="module")
+def env_026(settings: Settings) -> Environment:
+    """tvm-0.26.0-cpu, provisioned (real TVM)."""
+    from worker.provision import provision
+
+    env = default_catalog().get(MID_ENV)
+    provision(settings, env)
+    return env
 
 
 def run_script(script: str, env: Environment, settings: Settings) -> Result:
@@ -37,6 +48,17 @@ def test_arith_script_runs_on_027_as_if_written_for_it(tvm_envs: dict[str, Envir
     # And back: the script written for 0.27 runs on 0.25 through the reverse rule.
     back = run_case_script("arith-analyzer/for_027.py", tvm_envs[OLD_ENV], settings)
     assert (back.status, back.rewrites, back.log.stdout) == ("ok", ["sym-to-arith"], by_hand.log.stdout)
+
+
+def test_each_release_gets_the_module_moves_it_needs(tvm_envs: dict[str, Environment],
+                                                     env_026: Environment,
+                                                     settings: Settings) -> None:
+    envs = [tvm_envs[OLD_ENV], env_026, tvm_envs[NEW_ENV]]
+    results = [run_case_script("module-moves/original.py", env, settings) for env in envs]
+    assert [r.rewrites for r in results] == [
+        [], ["relax-struct_info-to-relax-type", "struct_info-to-type"],
+        ["arith-to-sym", "relax-struct_info-to-relax-type", "struct_info-to-type"]]
+    assert {(r.status, r.log.stdout) for r in results} == {("ok", "2 float32\n7\n")}
 
 
 def test_failure_inside_the_default_tir_pipeline_names_the_inner_pass(
