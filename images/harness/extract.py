@@ -10,7 +10,10 @@ passes that produced it). The events are written before the step runs, so a
 step that crashes the process is still known. When a pass raises, an
 `extract_inner` event names the innermost pass that was running (inside a
 pipeline or a build, say FoldConstant) with its module, where a case can name
-that pass. The worker turns them into a module-mode case (worker/extraction.py).
+that pass, and `extract_child` events name the passes run directly inside each
+top-level one (a pipeline's own passes), so that a pipeline a case cannot name
+can be spelled out as them. The worker turns all this into a module-mode case
+(worker/extraction.py).
 """
 
 from __future__ import annotations
@@ -113,6 +116,9 @@ class Recorder:
                 current[:] = [self._emit("pass", spec["name"], mod, args=spec["args"],
                                          dropped_args=spec.get("dropped", []),
                                          resolvable=self._factory_name(info.name) is not None)]
+            elif (info.name not in _TRANSPARENT and tracer.depth == 1
+                  and tracer.build_depth == 0 and current):
+                self._emit_child(current[0], info.name)
             before(mod, info)
 
         def after_pass(mod: Any, info: Any) -> None:
@@ -124,6 +130,15 @@ class Recorder:
 
         tracer.before_pass = before_pass  # type: ignore[method-assign]
         tracer.after_pass = after_pass  # type: ignore[method-assign]
+
+    def _emit_child(self, parent: int, pass_name: str) -> None:
+        """A pass run directly inside a top-level one (a pipeline's own passes), without its
+        module: the worker can spell a pipeline out as these when a case cannot name it."""
+        name = self._factory_name(pass_name)
+        spec = self.pass_specs.get(pass_name, {"args": {}})
+        self.sink.emit("extract_child", parent=parent, name=name or pass_name,
+                       resolvable=name is not None, args=spec["args"],
+                       dropped_args=spec.get("dropped", []))
 
     def _wrap_pass_call(self) -> None:
         """On a pass's exception, report the innermost pass that was running, with its module."""

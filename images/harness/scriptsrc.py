@@ -35,7 +35,7 @@ def _declare_shape_vars(lines: list[str]) -> list[str]:
     names = [m.group(1) for m in map(_MODULE_VAR.match, lines) if m]
     if not names:
         return lines
-    out: list[str] = []
+    out: list[str] = [] if any(line.endswith(" as T") for line in lines) else [_tir_import()]
     decorator = ""
     for line in lines:
         if _MODULE_VAR.match(line):
@@ -52,3 +52,11 @@ def _declare_shape_vars(lines: list[str]) -> list[str]:
             continue
         out.append(line)
     return out
+
+
+def _tir_import() -> str:
+    """The TIR script dialect's import on this release (the declarations need `T.int64`)."""
+    import importlib.util
+
+    dialect = "tirx" if importlib.util.find_spec("tvm.script.tirx") else "tir"
+    return f"from tvm.script import {dialect} as T"

@@ -67,3 +67,18 @@ def test_cannot_extract_says_why(result: dict, steps: list, why: str) -> None:
     with pytest.raises(CannotExtract, match=why) as info:
         case_from_steps(SCRIPT, result, steps)
     assert info.value.field == "SCRIPT"
+
+
+def test_a_pipeline_is_spelled_out_as_the_passes_run_inside_it() -> None:
+    children = [{"name": "LegalizeOps", "resolvable": True, "args": {}},
+                {"name": "FoldConstant", "resolvable": True, "args": {}}]
+    steps = [step(0, "pass", "_pipeline", None, resolvable=False, children=children)]
+    inner = {"kind": "pass", "name": "FoldConstant", "args": {}, "opt_level": 2,
+             "ir": "module before FoldConstant\n"}
+    case, _notes = case_from_steps(SCRIPT, failed("pass:0:FoldConstant"), steps, inner=inner)
+    assert case["source"] == "module before step 0\n"
+    assert case["variants"][0]["passes"] == ["LegalizeOps", "FoldConstant"]
+    unnamed = children + [{"name": "ApplyDefaultSchedule", "resolvable": False, "args": {}}]
+    steps[0]["children"] = unnamed
+    case, _notes = case_from_steps(SCRIPT, failed("pass:0:FoldConstant"), steps, inner=inner)
+    assert case["source"] == "module before FoldConstant\n"
