@@ -202,15 +202,16 @@ def move_module(old: str, new: str) -> Callable[[str], str]:
     return rewrite
 
 
+def _only_at(target: str, source: str) -> Callable[[Features], bool]:
+    """Needed where `target` imports and `source` does not."""
+    return lambda f: target in f.modules and source not in f.modules
+
+
 def _module_rules() -> tuple[Rule, ...]:
     """Both directions of every module move, each needed where only its target imports."""
-    rules = []
-    for old, new in MODULE_MOVES:
-        for a, b in ((old, new), (new, old)):
-            rules.append(Rule(f"{a}-to-{b}".replace(".", "-"),
-                              lambda f, a=a, b=b: b in f.modules and a not in f.modules,
-                              move_module(a, b)))
-    return tuple(rules)
+    return tuple(Rule(f"{a}-to-{b}".replace(".", "-"), _only_at(b, a), move_module(a, b))
+                 for old, new in MODULE_MOVES for a, b in ((old, new), (new, old)))
+
 
 RULES: tuple[Rule, ...] = _module_rules() + (
     Rule(
