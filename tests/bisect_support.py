@@ -46,5 +46,5 @@ def start_worker_for(stack: Any, env_ids: list[str], concurrency: int = 2) -> su
         args += ["--env", env_id]
     proc: subprocess.Popen[bytes] = stack._spawn("worker-many", *args)
     stack.workers["many"] = proc
-    stack._until(lambda: stack.worker_ids(env_ids[-1]) - before, "a worker for the range", 180)
+    stack._until(lambda: stack.worker_ids(env_ids[-1]) - before, "a worker for the range", 600)
     return proc

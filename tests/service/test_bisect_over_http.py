@@ -26,9 +26,10 @@ from tests.bisect_support import (
 )
 from tests.conftest import NEW_ENV, OLD_ENV
 from tests.service.stack import Stack, dump
+from tvmrepro.models import JobView
 from tvmrepro.settings import Settings
 
-pytestmark = [pytest.mark.tvm, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.tvm, pytest.mark.timeout(1500)]
 ONE_BACKEND = pytest.mark.parametrize("backend", ["redis+postgres"], indirect=True)
 
 
@@ -78,7 +79,7 @@ def test_the_founding_case_is_bad_everywhere_with_one_signature(
     assert "fused_relax_nn_attention_cutlass_gv" in found["reference_signature"]
     assert found["progress"] == {"done": 10, "total": 10}
     # The report renders as Markdown: the probes' table, every environment, the command.
-    text = render_report(done)
+    text = render_report(JobView.model_validate(done))
     tokens = MarkdownIt("commonmark").enable("table").parse(text)
     assert sum(t.type == "table_open" for t in tokens) >= 3  # matrix, probes, fingerprints
     html = MarkdownIt("commonmark").enable("table").render(text)
@@ -98,7 +99,7 @@ def test_an_incompatible_release_in_the_middle_is_a_candidate_and_the_report_rep
     assert found["probes"][1]["status"] == "incompatible"
     assert found["probes"][1]["verdict"] == "skip"
     # The reproduce command of the report, run as written (the case saved as case.json).
-    text = render_report(done)
+    text = render_report(JobView.model_validate(done))
     command = re.search(r"```sh\n(tvmrepro bisect .*)\n```", text)
     assert command is not None, text
     (tmp_path / "case.json").write_text(

@@ -1,0 +1,81 @@
+"""A full bisection of the founding case over every CPU release, against one bare run of it.
+
+Side by side, interleaved so that drift hits both alike:
+- bare: one cold `python repro.py` in the newest CPU environment (the case ported to
+  its TVM, its passes, build, VM), as a user would run the report by hand once;
+- bisect: `tvmrepro bisect CASE --local --oracle signature --json` over every CPU
+  environment (ten runs in the sandbox, as many at once as there are cores; nothing is
+  cached locally), provisioned environments assumed.
+Prints medians and the ratio bisect/bare.
+
+    .venv/bin/python bench/bisect_vs_bare.py [--repeat 3] [--variant NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.service_vs_bare import CASE, bare_script, summary, time_bare  # noqa: E402
+from tvmrepro.environments import default_catalog  # noqa: E402
+from tvmrepro.settings import Settings  # noqa: E402
+from worker.provision import env_python, provision  # noqa: E402
+
+
+def time_bisect(variant: str, envs: list[str]) -> tuple[float, dict[str, object]]:
+    """Seconds for one `tvmrepro bisect --local` over `envs`, and its answer."""
+    cli = Path(sys.executable).parent / "tvmrepro"
+    args = [str(cli), "bisect", str(CASE), "--local", "--json", "--variant", variant,
+            "--oracle", "signature"]
+    for env_id in envs:
+        args += ["--env", env_id]
+    started = time.perf_counter()
+    proc = subprocess.run(args, capture_output=True, text=True, env=dict(os.environ))
+    elapsed = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"the bisection failed:\n{proc.stderr[-3000:]}")
+    return elapsed, json.loads(proc.stdout)
+
+
+def main() -> None:
+    """Measure and print."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variant", default="fusetir-once")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    settings = Settings.from_env()
+    envs = default_catalog().select(None, device="cpu")
+    for env in envs:
+        provision(settings, env)
+    newest = envs[-1]
+    case = json.loads(CASE.read_text())
+    script = bare_script(settings, newest.id, case, args.variant, Path(tempfile.mkdtemp()))
+    samples: dict[str, list[float]] = {"bare": [], "bisect": []}
+    verdicts = set()
+    for _ in range(args.repeat):
+        samples["bare"].append(time_bare(env_python(settings, newest), script))
+        seconds, found = time_bisect(args.variant, [env.id for env in envs])
+        samples["bisect"].append(seconds)
+        verdicts.add(str(found["verdict"]))
+    bare = statistics.median(samples["bare"])
+    print(f"founding case, variant {args.variant}: bare run on {newest.id} vs bisection over "
+          f"{len(envs)} CPU releases ({os.cpu_count()} cores), {args.repeat} runs each; "
+          f"verdicts {sorted(verdicts)}")
+    print(f"{'':<28} {'median':>8} {'min':>8} {'max':>8} {'/bare':>9}")
+    print(summary("bare cold python", samples["bare"], bare))
+    print(summary("bisect --local, 10 releases", samples["bisect"], bare))
+    print(json.dumps(samples))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""The bisect section of the Markdown report, on a constructed bisect object."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from markdown_it import MarkdownIt
+
+from tests.tvmrepro.test_bisection import ENVS, observe, result
+from tvmrepro.bisect_report import render_bisect, reproduce_command
+from tvmrepro.bisection import Options, evaluate
+from tvmrepro.environments import Catalog
+
+
+def job_of(found: dict[str, Any]) -> dict[str, Any]:
+    """A job's JSON as far as the section reads it."""
+    runs = [{"environment": p["environment"], "result": {"tvm": {"version": p["environment"],
+                                                                 "libinfo": {"USE_LLVM": "ON"}}}}
+            for p in found["probes"]]
+    return {"bisect": found, "runs": runs}
+
+
+def test_the_section_renders_with_its_tables_and_a_command_that_parses_back() -> None:
+    statuses = ["error", "error", "incompatible", "ok", "ok", "crash", "ok", "ok"]
+    oracle = "regex:Cannot find | other's"
+    found, _ = evaluate(Options(ENVS, "v", oracle),
+                        observe({e: result(s, message="Cannot find | other's" if s != "ok"
+                                           else None)
+                                 for e, s in zip(ENVS, statuses, strict=True)}))
+    text = "\n".join(render_bisect(job_of(found), Catalog(())))
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    assert sum(t.type == "table_open" for t in tokens) == 2  # probes, environments
+    html = MarkdownIt("commonmark").enable("table").render(text)
+    assert "non_monotonic" in html and "<code>e2</code>" in html
+    command = shlex.split(reproduce_command(found))
+    assert command[command.index("--oracle") + 1] == oracle
+    assert [command[i + 1] for i, w in enumerate(command) if w == "--env"] == ENVS
+
+
+def test_a_job_that_is_not_a_bisection_has_no_section() -> None:
+    assert render_bisect({"runs": []}) == []
