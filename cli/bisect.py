@@ -28,6 +28,7 @@ from tvmrepro.cases import Case, load_case_file
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.fanout import fan_out
+from tvmrepro.lifecycle import JobStatus
 from tvmrepro.settings import Settings
 
 CLI_FIELDS = {"variant": "--variant", "environments": "--env", "reference": "--reference",
@@ -83,19 +84,19 @@ def bisect_remotely(case: Case, options: Options, server: str, tick: Tick) -> tu
     if options.reference:
         body["reference"] = options.reference
     job = client.submit(body)
-    error_console().print(f"job {job['id']} at {server}", highlight=False)
-    served = {env["id"] for env in client.environments() if env["workers"]}
+    error_console().print(f"job {job.id} at {server}", highlight=False)
+    served = {env.id for env in client.environments() if env.workers}
     for env_id in sorted(set(options.environments) - served):
         error_console().print(f"[yellow]warning:[/yellow] no live worker serves {env_id}; its "
                               "probes wait until one does", highlight=False)
     while True:
-        found = job.get("bisect") or {}
+        found = job.bisect.model_dump(mode="json") if job.bisect else {}
         if "progress" in found:
             tick(found["progress"]["done"], found["progress"]["total"])
-        if job["status"] in ("done", "failed"):
-            return job["id"], found
+        if job.status in (JobStatus.DONE, JobStatus.FAILED):
+            return job.id, found
         time.sleep(POLL_S)
-        job = client.job(job["id"])
+        job = client.job(job.id)
 
 
 def bisect_view(found: dict[str, Any], title: str) -> Table:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
+from pydantic import BaseModel, ValidationError
 from rich.console import Console, Group
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -15,6 +16,8 @@ from cli.output import _STATUS_STYLE, error_console, print_json
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput, ReproError
+from tvmrepro.lifecycle import JobStatus, RunState
+from tvmrepro.models import EnvironmentList, EnvironmentView, JobView, RunView
 
 POLL_S = 0.25
 HTTP_TIMEOUT_S = 30.0
@@ -22,8 +25,22 @@ HTTP_TIMEOUT_S = 30.0
 RECONNECT_S = 60.0
 
 
+Model = TypeVar("Model", bound=BaseModel)
+
+
 class ServiceError(ReproError):
     """The service answered with an error that is not the input's fault (or did not answer)."""
+
+
+def _validated(model: type[Model], answer: Any, what: str) -> Model:
+    """The service's answer as the shared model says it is; ServiceError naming what is off."""
+    try:
+        return model.model_validate(answer)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"]) or "answer"
+        raise ServiceError(f"the service's answer to {what} is not a {model.__name__} "
+                           f"({where}: {error['msg']}); is it another version?") from exc
 
 
 class ApiClient:
@@ -60,20 +77,19 @@ class ApiClient:
             raise BadInput(field or "", message.removeprefix(f"{field}: ") if field else message)
         raise ServiceError(f"HTTP {response.status_code}: {message}")
 
-    def submit(self, body: dict[str, Any]) -> dict[str, Any]:
+    def submit(self, body: dict[str, Any]) -> JobView:
         """POST a job; the job as the service stored it."""
-        found: dict[str, Any] = self._call("POST", "/api/v1/jobs", json=body)
-        return found
+        return _validated(JobView, self._call("POST", "/api/v1/jobs", json=body), "POST /jobs")
 
-    def job(self, job_id: str) -> dict[str, Any]:
+    def job(self, job_id: str) -> JobView:
         """A job with runs and matrix."""
-        found: dict[str, Any] = self._call("GET", f"/api/v1/jobs/{job_id}")
-        return found
+        path = f"/api/v1/jobs/{job_id}"
+        return _validated(JobView, self._call("GET", path), f"GET {path}")
 
-    def environments(self) -> list[dict[str, Any]]:
+    def environments(self) -> list[EnvironmentView]:
         """The service's environments, with their live workers."""
-        found: list[dict[str, Any]] = self._call("GET", "/api/v1/environments")["environments"]
-        return found
+        answer = self._call("GET", "/api/v1/environments")
+        return _validated(EnvironmentList, answer, "GET /environments").environments
 
     def result(self, job_id: str, run_id: str) -> dict[str, Any]:
         """One run's full result."""
@@ -81,60 +97,58 @@ class ApiClient:
         return found
 
 
-def _describe(run: dict[str, Any]) -> str:
-    result = run.get("result") or {}
-    if run["state"] != "done":
-        return run["state"]
+def _describe(run: RunView) -> str:
+    result = run.result or {}
+    if run.state != RunState.DONE:
+        return str(run.state.value)
     text = result.get("status", "?") + (f" at {result['stage']}" if result.get("stage") else "")
-    return text + (" (cached)" if run.get("cached") else "")
+    return text + (" (cached)" if run.cached else "")
 
 
-def follow(client: ApiClient, job: dict[str, Any], console: Console) -> dict[str, Any]:
+def follow(client: ApiClient, job: JobView, console: Console) -> JobView:
     """Poll a job until it is finished, showing each run's progress."""
     columns = (SpinnerColumn(), TextColumn("{task.description}"),
                TextColumn("{task.fields[state]}"), TimeElapsedColumn())
     with Progress(*columns, console=console) as progress:
         tasks: dict[str, TaskID] = {
-            run["id"]: progress.add_task(f"{run['variant']} @ {run['environment']}", total=1,
-                                         state=_describe(run))
-            for run in job["runs"]}
+            run.id: progress.add_task(f"{run.variant} @ {run.environment}", total=1,
+                                      state=_describe(run))
+            for run in job.runs}
         while True:
-            for run in job["runs"]:
-                progress.update(tasks[run["id"]], state=_describe(run),
-                                completed=1 if run["state"] == "done" else 0)
-            if job["status"] in ("done", "failed"):
+            for run in job.runs:
+                progress.update(tasks[run.id], state=_describe(run),
+                                completed=1 if run.state == RunState.DONE else 0)
+            if job.status in (JobStatus.DONE, JobStatus.FAILED):
                 return job
             time.sleep(POLL_S)
-            job = client.job(job["id"])
+            job = client.job(job.id)
 
 
-def matrix_view(job: dict[str, Any]) -> Group:
+def matrix_view(job: JobView) -> Group:
     """The matrix (variants x environments), signature groups and where variants part."""
-    matrix = job["matrix"]
-    table = Table(title=job.get("title") or f"job {job['id']}")
+    matrix = job.matrix
+    table = Table(title=job.title or f"job {job.id}")
     table.add_column("variant")
-    for env_id in matrix["environments"]:
+    for env_id in matrix.environments:
         table.add_column(env_id, overflow="fold")
-    for variant, row in zip(matrix["variants"], matrix["cells"], strict=True):
+    for variant, row in zip(matrix.variants, matrix.cells, strict=True):
         cells = []
         for cell in row:
-            style = _STATUS_STYLE.get(cell["status"] or "", "")
-            text = Text(cell["status"] or cell["state"], style=style)
-            text.append(f"\n{cell['stage']}" if cell["stage"] else "")
-            text.append(" (cached)" if cell["cached"] else "", style="dim")
+            text = Text(cell.status or cell.state.value, style=_STATUS_STYLE.get(cell.status or "", ""))
+            text.append(f"\n{cell.stage}" if cell.stage else "")
+            text.append(" (cached)" if cell.cached else "", style="dim")
             cells.append(text)
         table.add_row(variant, *cells)
     parts: list[Any] = [table]
-    for number, group in enumerate(matrix["groups"], 1):
-        where = ", ".join(f"{c['variant']}@{c['environment']}" for c in group["cells"])
-        parts.append(Text(f"signature {number} ({group['status']}, {len(group['cells'])} "
-                          f"cells: {where}):\n  {group['signature']}"))
-    for comp in matrix["comparisons"]:
-        a, b = comp["a"], comp["b"]
-        step = comp["first_differing_pass"]
-        said = ("identical IR after every pass" if comp["identical"] else
-                f"IR first differs after pass {step['index']} ({step['a']} / {step['b']})")
-        parts.append(Text(f"{a['variant']} vs {b['variant']} on {a['environment']}: {said}"))
+    for number, group in enumerate(matrix.groups, 1):
+        where = ", ".join(f"{c.variant}@{c.environment}" for c in group.cells)
+        parts.append(Text(f"signature {number} ({group.status}, {len(group.cells)} "
+                          f"cells: {where}):\n  {group.signature}"))
+    for comp in matrix.comparisons:
+        step = comp.first_differing_pass
+        said = ("identical IR after every pass" if comp.identical or step is None else
+                f"IR first differs after pass {step.index} ({step.a} / {step.b})")
+        parts.append(Text(f"{comp.a.variant} vs {comp.b.variant} on {comp.a.environment}: {said}"))
     return Group(*parts)
 
 
@@ -147,15 +161,15 @@ def run_remotely(case: Case, envs: list[Environment] | None, variants: list[str]
             "variants": variants}
     job = client.submit(body)
     console = error_console()
-    console.print(f"job {job['id']} at {server}", highlight=False)
-    served = {env["id"] for env in client.environments() if env["workers"]}
-    for env_id in job["environments"]:
-        if env_id not in served and job["status"] != "done":
+    console.print(f"job {job.id} at {server}", highlight=False)
+    served = {env.id for env in client.environments() if env.workers}
+    for env_id in job.environments:
+        if env_id not in served and job.status != JobStatus.DONE:
             console.print(f"[yellow]warning:[/yellow] no live worker serves {env_id}; its runs "
                           f"wait until one does (tvmrepro worker --env {env_id})", highlight=False)
     job = follow(client, job, console)
     if as_json:
-        runs = [client.result(job["id"], run["id"]) for run in job["runs"]]
-        print_json({"runs": runs, "job": job})
+        runs = [client.result(job.id, run.id) for run in job.runs]
+        print_json({"runs": runs, "job": job.model_dump(mode="json")})
         return
     Console(width=max(Console().width, 120)).print(matrix_view(job))

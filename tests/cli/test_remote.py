@@ -1,0 +1,71 @@
+"""The command line's client validates the service's answers with the shared API models."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from flask import Flask
+
+from cli.remote import ApiClient, ServiceError, matrix_view
+from cli.report import render_report
+from service.app import create_app
+from service.jobs import JobService
+from tests.conftest import NEW_ENV, OLD_ENV, shared_case
+from tvmrepro.environments import default_catalog
+from tvmrepro.lifecycle import JobStatus, RunState
+from tvmrepro.settings import Settings
+from worker.runtimes.fake import FakeRuntime
+
+SERVER = "http://tvmrepro.test"
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[Flask]:
+    """The real API on a fresh home, knowing the passes of the two environments (no TVM)."""
+    settings = Settings.from_env({"TVMREPRO_HOME": str(tmp_path)})
+    app = create_app(settings)
+    service: JobService = app.extensions["tvmrepro"]
+    for env_id in (OLD_ENV, NEW_ENV):
+        fake = FakeRuntime(settings)
+        service.store.save_fingerprint(env_id, fake.fingerprint(default_catalog().get(env_id)))
+    yield app
+    service.store.dispose()
+
+
+def client_of(wsgi: Any) -> ApiClient:
+    """An ApiClient talking to a WSGI app in this process."""
+    client = ApiClient(SERVER, reconnect_s=0)
+    client.http = httpx.Client(transport=httpx.WSGITransport(app=wsgi), base_url=SERVER)
+    return client
+
+
+def test_answers_are_the_shared_models(app: Flask) -> None:
+    founding_case = json.loads(shared_case("tvm-17357/case.json").read_text())
+    client = client_of(app)
+    job = client.submit({"case": founding_case, "environments": [OLD_ENV, NEW_ENV]})
+    assert job.status is JobStatus.QUEUED and {r.state for r in job.runs} == {RunState.QUEUED}
+    again = client.job(job.id)
+    assert again.matrix.variants == ["fusetir-once", "fusetir-twice"] and again.runs == job.runs
+    assert {env.id for env in client.environments()} >= {OLD_ENV, NEW_ENV}
+    report = render_report(again)
+    assert "| `fusetir-once` | queued | queued |" in report
+    assert matrix_view(again).renderables  # the table renders from the model
+
+
+def test_an_answer_of_another_shape_is_a_service_error_naming_the_field() -> None:
+    def other_version(environ: dict[str, Any],
+                      start: Callable[[str, list[tuple[str, str]]], Any]) -> Iterable[bytes]:
+        """A service of another version: its job has no matrix and a status we do not know."""
+        start("200 OK", [("Content-Type", "application/json")])
+        job = {"id": "j", "kind": "run", "title": "", "status": "paused", "runs": []}
+        return [json.dumps(job).encode()]
+
+    with pytest.raises(ServiceError) as failed:
+        client_of(other_version).job("j")
+    assert "GET /api/v1/jobs/j is not a JobView" in str(failed.value)
+    assert "status" in str(failed.value)
