@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from tvmrepro.bisection import FAILING, Verdict, judge, parse_oracle
 from tvmrepro.cases import Case, parse_case
 from tvmrepro.environments import Environment
-from tvmrepro.errors import BadInput
+from tvmrepro.errors import BadInput, RuntimeFault
 from tvmrepro.results import Status
 from worker import candidates
 from worker.runner import harness_case, run_variant
@@ -170,7 +170,11 @@ class Reducer:
             data.update(module=module, harness={"mode": "check", "sources": pending})
             job = SandboxJob(run_id=uuid.uuid4().hex, job_id=self.options.job_id,
                              env=self.options.env, case=data, variant=self.options.variant)
-            got = [e for e in self.runtime.execute(job).events if e["event"] == "checked"]
+            execution = self.runtime.execute(job)
+            if not any(e["event"] == "start" for e in execution.events):
+                raise RuntimeFault(f"the harness's check did not start on {job.env.id} "
+                                   f"(exit {execution.returncode}): {execution.stderr[-500:]}")
+            got = [e for e in execution.events if e["event"] == "checked"]
             verdicts += [{k: v for k, v in e.items() if k != "event"} for e in got]
             if len(verdicts) < len(sources):  # the next source ended the process: not counted
                 verdicts.append({"ok": False, "reason": "the check of this module did not finish"})
@@ -250,8 +254,8 @@ class Reducer:
         verdicts = self.check([c.source for c in batch], "Module")
         valid = [(c, v["source"]) for c, v in zip(batch, verdicts, strict=True)
                  if v["ok"] and v["source"] != self.state.source]
-        self._note(f"{len(valid)} of {len(batch)} edits parse and are well formed; running them",
-                   kind="try")
+        self._note(f"{len(valid)} of {len(batch)} edits parse and are well formed"
+                   + ("; running them" if valid else ""), kind="try")
         found = self.first_holding([(text, self.state.passes) for _c, text in valid])
         if found is None:
             return None

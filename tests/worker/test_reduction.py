@@ -1,8 +1,13 @@
-"""The reducer's pure parts: ddmin over a list, and counting lines (no TVM)."""
+"""The reducer without TVM: ddmin, counting lines, and the whole driver over a fake runtime."""
 
 from __future__ import annotations
 
-from worker.reduction import ddmin, source_lines
+import pytest
+
+from tvmrepro.cases import parse_case
+from tvmrepro.environments import default_catalog
+from worker.reduction import Options, ddmin, reduce_case, source_lines
+from worker.runtimes.base import Execution, SandboxJob
 
 
 def first_holding_of(predicate):  # type: ignore[no-untyped-def]
@@ -38,3 +43,99 @@ def test_ddmin_of_a_list_that_needs_everything_is_the_list() -> None:
 
 def test_source_lines_skip_blank_lines() -> None:
     assert source_lines("a\n\n  \nb\n") == 2
+
+
+# The reducer end to end over a fake runtime: a test of its orchestration (passes, then the
+# module's functions, statements and shapes; the oracle; the budget), not of TVM. The real-TVM
+# reductions are in tests/cli/test_extract_reduce.py.
+
+
+
+FAKE_MODULE = '''from tvm.script import ir as I
+from tvm.script import relax as R
+
+@I.ir_module
+class Module:
+    @R.function
+    def unrelated(x: R.Tensor((8, 8), dtype="float32")) -> R.Tensor((8, 8), dtype="float32"):
+        return x
+
+    @R.function
+    def main(x: R.Tensor((8, 8), dtype="float32")) -> R.Tensor((8, 8), dtype="float32"):
+        a: R.Tensor((8, 8), dtype="float32") = R.add(x, x)
+        b: R.Tensor((8, 8), dtype="float32") = R.multiply(a, a)
+        bug: R.Tensor((8, 8), dtype="float32") = R.nn.softmax(x)
+        return bug
+'''
+
+
+class FakeReducingRuntime:
+    """Checks accept any module that still returns what it binds; a run fails with the bug's
+    signature while `R.nn.softmax` is bound and the passes include FuseOps."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.jobs: list[SandboxJob] = []
+
+    def execute(self, job: SandboxJob) -> Execution:
+        self.jobs.append(job)
+        events: list[dict] = [{"event": "start", "tvm": {"version": "fake"}}]
+        harness = job.case.get("harness")
+        if harness:
+            for index, source in enumerate(harness["sources"]):
+                ok = "return bug" not in source or "bug:" in source
+                events.append({"event": "checked", "index": index, "ok": ok, "source": source,
+                               **({} if ok else {"reason": "not well formed"})})
+            return Execution(events=events, returncode=0)
+        passes = [p["name"] for p in job.case["variants"][0]["passes"]]
+        failing = "R.nn.softmax" in job.case["source"] and "FuseOps" in passes
+        events.append({"event": "result", "status": "error" if failing else "ok",
+                       "stage": "build" if failing else "run",
+                       "error_type": "E" if failing else None,
+                       "signature": "E: bug" if failing else None})
+        return Execution(events=events, returncode=0)
+
+    def fingerprint(self, env: object) -> dict:
+        return {}
+
+
+def fake_case() -> object:
+    return parse_case({"source": FAKE_MODULE, "variants": [
+        {"name": "v", "passes": ["Normalize", "FuseOps", "FoldConstant", "LegalizeOps"]}]})
+
+
+def test_reducer_keeps_what_the_bug_needs_and_says_what_it_did() -> None:
+    runtime = FakeReducingRuntime()
+    env = default_catalog().environments[0]
+    events: list[dict] = []
+    found = reduce_case(fake_case(), Options(env=env, variant="v"), runtime,  # type: ignore[arg-type]
+                        progress=events.append)
+    source = found["case"]["source"]
+    assert [p["name"] for p in found["case"]["variants"][0]["passes"]] == ["FuseOps"]
+    assert "def unrelated" not in source and "R.multiply" not in source
+    assert "R.nn.softmax" in source and "(1, 1)" in source
+    assert found["before"] == {"passes": 4, "lines": source_lines(FAKE_MODULE)}
+    assert found["after"]["lines"] < found["before"]["lines"] and found["after"]["passes"] == 1
+    assert found["signature"] == "E: bug" and found["finished"] is True
+    assert found["steps"] == len(found["log"]) - 1  # the log's first line is the reference
+    assert any(e["kind"] == "try" for e in events) and events[-1]["kind"] == "step"
+    # Every module that ran was first checked by the harness.
+    checked = {s for j in runtime.jobs if j.case.get("harness") for s in j.case["harness"]["sources"]}
+    ran = [j.case["source"] for j in runtime.jobs if not j.case.get("harness")]
+    assert all(s in checked for s in ran[2:])  # the original and its printed form come first
+
+
+def test_a_case_that_does_not_fail_is_refused() -> None:
+    case = parse_case({"source": FAKE_MODULE, "variants": [{"name": "v", "passes": ["Normalize"]}]})
+    env = default_catalog().environments[0]
+    with pytest.raises(Exception, match="does not show the bug"):
+        reduce_case(case, Options(env=env, variant="v"), FakeReducingRuntime())  # type: ignore[arg-type]
+
+
+def test_a_spent_budget_returns_the_best_so_far() -> None:
+    env = default_catalog().environments[0]
+    found = reduce_case(fake_case(), Options(env=env, variant="v", budget_s=0),
+                        FakeReducingRuntime())  # type: ignore[arg-type]
+    assert found["finished"] is False
+    assert found["after"] == found["before"]
