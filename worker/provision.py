@@ -142,7 +142,9 @@ def collect_builds(settings: Settings, env: Environment, wait: bool = True) -> l
             return []
         link = env_dir(settings, env)
         current = Path(os.path.realpath(link)) if link.is_symlink() else None
-        return [b for b in _builds(settings, env) if b != current and _remove_if_unused(b)]
+        # Compare resolved paths: the envs folder itself may be a link (test homes share one).
+        return [b for b in _builds(settings, env)
+                if Path(os.path.realpath(b)) != current and _remove_if_unused(b)]
 
 
 def base_interpreter(version: str) -> str:
