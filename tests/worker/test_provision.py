@@ -137,3 +137,33 @@ def test_reprovisioning_keeps_the_build_a_run_is_using(tvm_envs: dict, settings:
     assert result.log.stdout.splitlines()[-1] == "imported pytest"
     assert moved and held  # the link moved on; the run's build stayed while it ran
     assert not first.exists()  # and was collected once the run ended
+
+
+def test_collection_keeps_the_current_build_and_held_ones(tmp_path: Path) -> None:
+    import fcntl
+    import os
+
+    from tvmrepro.environments import default_catalog
+    from worker.provision import collect_builds
+
+    # The envs folder reached through a link, as every test stack's home has it.
+    shared = tmp_path / "shared-envs"
+    shared.mkdir()
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "envs").symlink_to(shared)
+    env = default_catalog().get(NEW_ENV)
+    current, old, held = (shared / f".{env.id}.{name}" for name in ("current", "old", "held"))
+    for build in (current, old, held):
+        build.mkdir()
+    (shared / env.id).symlink_to(current.name)
+    fresh = Settings.from_env({"TVMREPRO_HOME": str(home)})
+    holder = os.open(held, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_SH)  # as a running sandbox holds its build
+        assert [p.name for p in collect_builds(fresh, env)] == [old.name]
+        assert current.exists() and held.exists() and not old.exists()
+    finally:
+        os.close(holder)
+    assert [p.name for p in collect_builds(fresh, env)] == [held.name]
+    assert current.exists() and (home / "envs" / env.id).resolve() == current
