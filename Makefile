@@ -1,5 +1,5 @@
 # One entry point for developers and CI.
-.PHONY: setup up test lint types check bench
+.PHONY: setup up test lint types check bench lock
 
 setup:
 	./scripts/bootstrap
@@ -28,3 +28,11 @@ check: setup lint types test
 
 bench: setup
 	.venv/bin/python bench/service_vs_bare.py
+
+# Pin the dependencies again, each to its newest allowed version (one package only:
+# --upgrade-package NAME instead of --upgrade): requirements.lock for the service (its image),
+# requirements-dev.lock (the same pins plus the dev tools) for .venv.
+lock: setup
+	UV_NATIVE_TLS=1 .venv/bin/uv pip compile -q pyproject.toml --universal --upgrade -o requirements.lock
+	UV_NATIVE_TLS=1 .venv/bin/uv pip compile -q pyproject.toml --extra dev --universal --upgrade \
+		-c requirements.lock -o requirements-dev.lock

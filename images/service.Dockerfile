@@ -3,6 +3,7 @@
 # the worker through the Docker socket. Built from the repository root
 # (`docker compose build`, online), or by `tvmrepro images build --service`
 # from a context with wheels/ (a wheelhouse: the build is then offline).
+# Every dependency is pinned by requirements.lock: the image builds the same way twice.
 ARG BASE_IMAGE=python:3.11-slim
 
 FROM ${BASE_IMAGE} AS build
@@ -12,7 +13,8 @@ COPY . /src
 RUN if ls /src/wheels/*.whl >/dev/null 2>&1; then from="--no-index --find-links /src/wheels"; \
     else from=""; fi; \
     python3 -m venv /opt/service \
-    && /opt/service/bin/pip install --no-cache-dir --disable-pip-version-check $from /src
+    && /opt/service/bin/pip install --no-cache-dir --disable-pip-version-check $from \
+        -c /src/requirements.lock /src
 
 FROM ${BASE_IMAGE}
 LABEL org.opencontainers.image.title="tvm-repro service (API and worker)"

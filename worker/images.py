@@ -42,15 +42,13 @@ ENVIRONMENT_LABEL = "tvmrepro.environment"
 BUILD_STAGE_FILTER = {"dangling": True, "label": "tvmrepro.stage=build"}
 REPO_DIR = IMAGES_DIR.parent
 # What the service image needs from the checkout (the rest is left out of its context).
-SERVICE_SOURCES = ("pyproject.toml", "README.md", "tvmrepro", "service", "worker", "cli",
-                   "images")
+SERVICE_SOURCES = ("pyproject.toml", "requirements.lock", "README.md", "tvmrepro", "service",
+                   "worker", "cli", "images")
+SERVICE_LOCK = REPO_DIR / "requirements.lock"  # the service's pinned dependencies
 SERVICE_DOCKERFILE = "images/service.Dockerfile"
 SERVICE_IMAGE = "tvmrepro/service:latest"
-# Wheels the service image's build needs besides the project's dependencies: the build
-# backend, and what a dependency needs only on older Pythons (redis on Python < 3.11.3,
-# e.g. Debian bookworm's 3.11.2), which `pip download` misses: it evaluates markers for
-# the Python it runs on, whatever --python-version says.
-SERVICE_BUILD_REQUIREMENTS = ("setuptools>=68", "wheel", "async-timeout>=4.0.3")
+# Wheels the service image's build needs besides the locked dependencies: the build backend.
+SERVICE_BUILD_REQUIREMENTS = ("setuptools>=68", "wheel")
 
 
 @dataclass(frozen=True)
@@ -244,8 +242,17 @@ def fill_wheelhouse(envs: Iterable[Environment], wheelhouse: Path,
 
 
 def service_requirements() -> list[str]:
-    """The project's own dependencies (from pyproject.toml) plus its build backend."""
-    import tomllib
+    """The service's locked dependencies (requirements.lock) plus its build backend."""
+    lines = SERVICE_LOCK.read_text().splitlines()
+    pins = [_for_image(line) for line in lines
+            if line.strip() and not line[0].isspace() and not line.startswith("#")]
+    return [*pins, *SERVICE_BUILD_REQUIREMENTS]
 
-    project = tomllib.loads((REPO_DIR / "pyproject.toml").read_text())["project"]
-    return [*project["dependencies"], *SERVICE_BUILD_REQUIREMENTS]
+
+def _for_image(pin: str) -> str:
+    # `pip download` evaluates markers for the Python it runs on, whatever --python-version
+    # says: a pin needed only on older Pythons (async-timeout for redis below 3.11.3, e.g.
+    # Debian bookworm's 3.11.2) is fetched regardless; the image installs it only if needed.
+    requirement, _, marker = pin.partition(";")
+    only_python = "python_" in marker and "platform" not in marker
+    return requirement.strip() if only_python else pin.strip()
