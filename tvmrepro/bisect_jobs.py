@@ -87,6 +87,8 @@ def stepper(store: Store, catalog: Catalog) -> BisectionStep:
 
 def advance(store: Store, job_id: str, catalog: Catalog) -> list[RunRow]:
     """Advance a bisect job after a run of it finished; the new runs that wait for a worker."""
+    if store.bisection(job_id) is None:
+        return []  # a run job: no write lock taken (on SQLite it would serialize every run)
     added = store.advance_bisection(job_id, stepper(store, catalog))
     return [r for r in added if r.state == RunState.QUEUED]
 
