@@ -91,7 +91,8 @@ class Matrix(BaseModel):
     cells: list[list[Cell]] = Field(description="cells[i][j]: variants[i] in environments[j]")
     groups: list[SignatureGroup]
     comparisons: list[Comparison] = Field(
-        description="in each environment, the first variant against every other variant")
+        description="in each environment, the first variant against every other variant; "
+                    "computed once when the job's last run is stored (empty until then)")
 
 
 class RunView(BaseModel):

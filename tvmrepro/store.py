@@ -8,6 +8,7 @@ can never give a run a second result (`finish` returns False for it).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ from tvmrepro.models import Comparison
 from tvmrepro.results import Result, Status
 from tvmrepro.rows import JobRow, RunRow
 
+log = logging.getLogger(__name__)
 SCHEMA_ATTEMPTS = 5  # a first start may wait long for another's lock
 
 
@@ -256,8 +258,11 @@ class Store:
                      "seconds": p["seconds"], "functions": p["functions"], "ir": p["ir"]}
                     for p in passes])
         # After the commit: the diffs are not made while holding the write lock. A finisher
-        # that dies before this leaves them to the job's next read (settle_comparisons).
-        self.settle_comparisons(job_id)
+        # that dies or fails here leaves them to the job's next read (settle_comparisons).
+        try:
+            self.settle_comparisons(job_id)
+        except Exception:
+            log.exception("comparing the runs of job %s failed; its next read compares them", job_id)
         return True
 
     def settle_comparisons(self, job_id: str) -> list[Comparison] | None:
