@@ -8,7 +8,8 @@ const $ = (id) => document.getElementById(id);
 const jobId = document.querySelector("script[data-job]").dataset.job;
 const base = `/api/v1/jobs/${encodeURIComponent(jobId)}`;
 const POLL_MS = 1000;
-const state = { job: null, ticked: [], opened: null, diffKey: null };
+const MAX_POLL_MS = 5000; // a job that waits long (no worker yet) is asked less often
+const state = { job: null, ticked: [], opened: null, poll: POLL_MS };
 
 function finished(job) {
   return (job.status === "done" || job.status === "failed") && (!job.bisect || job.bisect.finished);
@@ -167,7 +168,8 @@ async function load() {
     showError(`Could not read the job: ${exc.message}`);
     if (exc.status === 404) return;
   }
-  setTimeout(load, POLL_MS);
+  setTimeout(load, state.poll);
+  state.poll = Math.min(MAX_POLL_MS, state.poll * 1.1);
 }
 
 $("copy-report").addEventListener("click", () => copyReport().catch((exc) => fill($("copy-status"), exc.message)));
