@@ -112,6 +112,13 @@ def paste_into_editor(driver: Any, text: str) -> None:
     ActionChains(driver).key_down(Keys.CONTROL).send_keys("v").key_up(Keys.CONTROL).perform()
 
 
+def pick_environments(driver: Any, chosen: set[str]) -> None:
+    """Tick exactly these environments on the case page."""
+    for box in by_css(driver, "#environments input"):
+        if box.is_selected() != (box.get_attribute("value") in chosen):
+            box.click()
+
+
 def open_case_page(driver: Any, stack: Stack) -> float:
     """Load / and wait until its environments are listed; the load time in ms."""
     driver.get(stack.url + "/")
@@ -130,9 +137,7 @@ def test_founding_case_from_the_page(browser: Any, stack: Stack, artifacts: Path
     passes = [[i.get_attribute("value") for i in by_css(row, "input.pass")]
               for row in by_css(browser, "#variants .variant")]
     assert passes == [v["passes"] for v in case["variants"]]
-    for box in by_css(browser, "#environments input"):
-        if box.is_selected() != (box.get_attribute("value") in (OLD_ENV, NEW_ENV)):
-            box.click()
+    pick_environments(browser, {OLD_ENV, NEW_ENV})
     assert by_css(browser, "#pass-names option"), "no pass names offered"
     browser.save_screenshot(str(artifacts / "case-page.png"))
 
@@ -187,9 +192,17 @@ def test_founding_case_from_the_page(browser: Any, stack: Stack, artifacts: Path
 def test_user_text_is_shown_as_text(browser: Any, stack: Stack) -> None:
     script = ("import sys\nprint('<img src=x onerror=alert(2)>', file=sys.stderr)\n"
               "raise RuntimeError('<script>alert(3)</script>')\n")
-    job = stack.submit({"kind": "run", "case": {"title": EVIL, "script": script},
-                        "environments": [NEW_ENV]})
-    browser.get(f"{stack.url}/jobs/{job['id']}")
+    # A whole script, through the page.
+    open_case_page(browser, stack)
+    one(browser, "input[name=mode][value=script]").click()
+    assert not by_css(browser, "#variants-panel")[0].is_displayed()  # a script has no variants
+    paste_into_editor(browser, script)
+    one(browser, "#title").send_keys(EVIL)
+    pick_environments(browser, {NEW_ENV})
+    one(browser, "#submit").click()
+    wait_for(browser, lambda d: "/jobs/" in d.current_url, "the job's page")
+    job = stack.http.get(f"/api/v1/jobs/{browser.current_url.split('/')[-1]}").json()
+    assert job["case"]["title"] == EVIL and job["case"]["script"] == script
     assert one(browser, "#job-title").text == EVIL
     assert browser.execute_script("return document.querySelector('#job-title').children.length") == 0
     assert EVIL in browser.title
