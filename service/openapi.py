@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from service.web import PassNames
 from tvmrepro.cases import Case
 from tvmrepro.models import (
     Comparison,
@@ -55,6 +56,8 @@ ROUTES = (
           responses={200: Comparison, 400: ErrorBody, 404: ErrorBody}),
     Route("get", "/api/v1/environments", "Pinned environments and the workers serving them",
           responses={200: EnvironmentList}),
+    Route("get", "/api/v1/passes", "The pass names of each environment's TVM (for completion)",
+          responses={200: PassNames}),
     Route("get", "/healthz", "Whether the store and the broker answer",
           responses={200: Health, 503: Health}),
 )

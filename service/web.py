@@ -12,6 +12,7 @@ from importlib import resources
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, make_response, render_template
+from pydantic import BaseModel, Field
 
 from service.jobs import JobService
 
@@ -22,6 +23,13 @@ web = Blueprint("web", __name__, template_folder="templates", static_folder="sta
 # CodeMirror writes its own. Nothing user-made can run even if it slipped through.
 PAGE_CSP = ("default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
             "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+
+
+class PassNames(BaseModel):
+    """The pass names of each environment's TVM, as its workers found them."""
+
+    environments: dict[str, list[str]] = Field(
+        description="environment id -> pass names, for environments a worker has served")
 
 
 def _service() -> JobService:
@@ -67,4 +75,4 @@ def pass_names() -> tuple[Response, int]:
     """The pass names each environment's TVM has, as its workers found them (for autocomplete)."""
     found = {env: sorted(data.get("passes") or [])
              for env, data in _service().store.fingerprints().items()}
-    return jsonify({"environments": found}), 200
+    return jsonify(PassNames(environments=found).model_dump(mode="json")), 200

@@ -48,7 +48,7 @@ function loadCase(data) {
   setMode(script !== undefined && script !== null ? "script" : "module");
   setSource(script ?? source ?? "");
   $("module").value = module || "Module";
-  renderVariants($("variants"), variants || [{ name: "default", passes: [] }]);
+  renderVariants($("variants"), variants || [{ name: "default", passes: [""] }]);
   $("target").value = target || "";
   $("opt_level").value = opt_level ?? 3;
   $("entry").value = entry || "";
@@ -174,7 +174,7 @@ async function start() {
   $("device").addEventListener("change", renderEnvironments);
   $("show-idle").addEventListener("change", renderEnvironments);
   $("case-form").addEventListener("submit", submit);
-  renderVariants($("variants"), [{ name: "default", passes: [] }]);
+  renderVariants($("variants"), [{ name: "default", passes: [""] }]);
   const [envs, passes] = await Promise.all([api("/api/v1/environments"), api("/api/v1/passes")]);
   environments = envs.environments;
   passNames = passes.environments;
