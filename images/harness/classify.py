@@ -27,12 +27,18 @@ class Outcome:
 
 
 def first_line(text: str) -> str:
-    """The first line of an error text that is the error, not a backtrace frame."""
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped and not _FRAME.match(line) and not stripped.startswith("note: run with"):
-            return stripped[:MESSAGE_CAP]
-    return text.strip()[:MESSAGE_CAP]
+    """The first line of an error text that is the error, not a backtrace frame.
+
+    A line that ends with a colon announces what follows ("cannot handle this
+    intrinsic now:" then the object): the next line is part of it.
+    """
+    lines = [line.strip() for line in text.splitlines()
+             if line.strip() and not _FRAME.match(line) and not line.strip().startswith("note: run with")]
+    if not lines:
+        return text.strip()[:MESSAGE_CAP]
+    if lines[0].endswith(":") and len(lines) > 1:
+        return f"{lines[0]} {lines[1]}"[:MESSAGE_CAP]
+    return lines[0][:MESSAGE_CAP]
 
 
 def normalize(text: str) -> str:

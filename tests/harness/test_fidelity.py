@@ -72,15 +72,18 @@ def test_failure_inside_the_default_tir_pipeline_names_the_inner_pass(
 
 
 def test_reworded_message_keeps_its_signature(tvm_envs: dict[str, Environment],
-                                              settings: Settings) -> None:
-    old, new = (run_case_script("reworded-vm-codegen/original.py", tvm_envs[e], settings)
-                for e in (OLD_ENV, NEW_ENV))
-    assert (old.status, old.stage, new.status, new.stage) == ("error", "build", "error", "build")
-    assert "cannot handle this intrinsic" in (old.message or "")
+                                              env_026: Environment, settings: Settings) -> None:
+    old, mid, new = (run_case_script("reworded-vm-codegen/original.py", env, settings)
+                     for env in (tvm_envs[OLD_ENV], env_026, tvm_envs[NEW_ENV]))
+    assert {(r.status, r.stage) for r in (old, mid, new)} == {("error", "build")}
+    # 0.25 and 0.26 print the operator with its fields (struct_info_=None, then ty=ir.Type(...)).
+    assert "struct_info_=None" in (old.message or "") and "ty=ir.Type" in (mid.message or "")
+    assert old.signature_message == mid.signature_message == \
+        "CodeGenVM cannot handle this intrinsic now: Op(relax.add)"
+    # 0.27 rewords the message; the C++ function that raises it is the same.
     assert "cannot emit this Relax operator" in (new.message or "")
-    assert old.signature_message != new.signature_message
     assert old.signature_frame == new.signature_frame == "CodeGenVM::VisitExpr_"
-    assert old.signature == new.signature == "InternalError at CodeGenVM::VisitExpr_"
+    assert old.signature == mid.signature == new.signature == "InternalError at CodeGenVM::VisitExpr_"
 
 
 def test_founding_case_signature_is_anchored_on_its_frame(tvm_envs: dict[str, Environment],
