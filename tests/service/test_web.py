@@ -170,6 +170,7 @@ def test_founding_case_from_the_page(browser: Any, stack: Stack, artifacts: Path
     report = clipboard_read(browser)
     assert "| `fusetir-once` | `error` at `vm_init` | `error` at `vm_init` |" in report, report
     assert "```diff" in report and MISSING in report
+    only_to(browser, stack.url)  # the diff library, loaded when first needed, included
 
     # The job's link shows the same job again.
     link = one(browser, "#job-link").get_attribute("href")
