@@ -61,6 +61,8 @@ class Result(BaseModel):
     signature_message: str | None = None  # the message, normalised
     signal: str | None = None
     rewrites: list[str] = Field(default_factory=list)
+    # The case as a plain script for this release (ported), runnable without tvm-repro.
+    reproducer: str | None = None
     passes: list[PassRecord] = Field(default_factory=list)
     outputs: Any = None
     tvm: dict[str, Any] | None = None

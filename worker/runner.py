@@ -88,6 +88,7 @@ def assemble_result(job: SandboxJob, ex: Execution) -> Result:
         environment=job.env.id,
         variant=job.variant,
         rewrites=rewrites,
+        reproducer=(_last(events, "reproducer") or {}).get("text"),
         passes=passes,
         tvm=start.get("tvm") or (result_event or {}).get("tvm"),
         seconds=seconds,

@@ -83,6 +83,8 @@ def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path)
         features = detect(tvm)
         text, fields["rewrites"] = port(case["script"] if script_mode else case["source"], features)
         sink.emit("rewrites", rewrites=fields["rewrites"])
+        if script_mode:  # the ported script is its own standalone reproducer
+            sink.emit("reproducer", text=text)
         if script_mode:
             tracer.start_script()
             fields.update(run_script_case(text, workdir))

@@ -9,6 +9,7 @@ from typing import Any
 
 from .inputs import make_inputs, summarize
 from .porting import Features, Incompatible, port_target
+from .reproducer import entry_reproducer, module_reproducer
 from .tracing import Tracer
 
 # Targets whose code runs on the host CPU; any other target kind names its device.
@@ -39,7 +40,12 @@ def resolve_pass(tvm: Any, spec: dict[str, Any]) -> Any:
 def run_module_case(tvm: Any, case: dict[str, Any], variant: dict[str, Any], tracer: Tracer,
                     workdir: Path, source: str, features: Features) -> dict[str, Any]:
     """Parse the module, apply the variant's passes one by one, build, create the VM, call entry."""
-    target = tvm.target.Target(port_target(case["target"], features))
+    target_spec = port_target(case["target"], features)
+    target = tvm.target.Target(target_spec)
+    device_kind = _DEVICE_OF_TARGET.get(target.kind.name, target.kind.name)
+    # Sent before anything runs: a run that crashes still has its standalone reproducer.
+    reproducer = module_reproducer(tvm, case, variant, source, target_spec, device_kind)
+    tracer.sink.emit("reproducer", text=reproducer)
     tracer.enter("parse")
     namespace = run_source(workdir / "case_module.py", source, "case_module")
     mod = namespace.get(case["module"])
@@ -52,7 +58,7 @@ def run_module_case(tvm: Any, case: dict[str, Any], variant: dict[str, Any], tra
             mod = resolve_pass(tvm, spec)(mod)
         executable = tvm.relax.build(mod, target=target)
 
-    device = tvm.device(_DEVICE_OF_TARGET.get(target.kind.name, target.kind.name), 0)
+    device = tvm.device(device_kind, 0)
     vm = tvm.relax.VirtualMachine(executable, device)
     if not case.get("entry"):
         return {"outputs": None}
@@ -60,6 +66,7 @@ def run_module_case(tvm: Any, case: dict[str, Any], variant: dict[str, Any], tra
     func = mod[entry] if entry in [g.name_hint for g in mod.get_global_vars()] else None
     if func is None:
         raise NameError(f"entry function {entry!r} is not in the module after the passes")
+    tracer.sink.emit("reproducer", text=reproducer + entry_reproducer(tvm, case, func))
     inputs = case.get("inputs") or {}
     args = make_inputs(tvm, func, device, inputs.get("seed", 0), inputs.get("shape_vars") or {})
     started = time.perf_counter()

@@ -1,0 +1,52 @@
+"""The standalone reproducer in each result runs, as written, in the environment's own Python."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_cli_local import MISSING_FUNCTION, run_json
+from tests.conftest import shared_case
+from tvmrepro.environments import Environment
+from tvmrepro.settings import Settings
+from worker.provision import env_python
+
+pytestmark = pytest.mark.tvm
+
+
+def run_standalone(settings: Settings, env: Environment, script: str, tmp_path: Path) -> str:
+    """Run the script with the environment's interpreter, outside any sandbox; its output."""
+    path = tmp_path / f"repro-{env.id}.py"
+    path.write_text(script)
+    proc = subprocess.run([str(env_python(settings, env)), str(path)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    return proc.stdout + proc.stderr
+
+
+def test_the_founding_reproducer_fails_the_same_way(settings: Settings, tmp_path: Path,
+                                                    tvm_envs: dict[str, Environment]) -> None:
+    runs = run_json(shared_case("tvm-17357/case.json"), settings.home)
+    for run in runs:
+        output = run_standalone(settings, tvm_envs[run["environment"]], run["reproducer"], tmp_path)
+        if run["variant"] == "fusetir-once":
+            assert f"Cannot find ffi::Function {MISSING_FUNCTION}" in output, output[-2000:]
+            assert "tvm.relax.transform.AllocateWorkspace()" in run["reproducer"]
+        else:
+            assert output.strip().endswith("built; the VM was created"), output[-2000:]
+
+
+def test_an_entry_reproducer_computes_the_same_output(settings: Settings, tmp_path: Path,
+                                                     tvm_envs: dict[str, Environment]) -> None:
+    case = json.loads(shared_case("cuda-matmul-relu/case.json").read_text())
+    case.update(target="llvm")
+    path = tmp_path / "case.json"
+    path.write_text(json.dumps(case))
+    for run in run_json(path, settings.home):
+        script = run["reproducer"] + (
+            "print('SUM', float(np.asarray(output.numpy(), dtype=np.float64).sum()))\n")
+        output = run_standalone(settings, tvm_envs[run["environment"]], script, tmp_path)
+        total = float(output.rsplit("SUM ", 1)[1].split()[0])
+        assert total == pytest.approx(run["outputs"]["sum"], rel=1e-9), output[-2000:]
