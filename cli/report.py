@@ -7,6 +7,7 @@ import json
 from tvmrepro.bisect_report import render_bisect
 from tvmrepro.environments import Catalog, default_catalog
 from tvmrepro.models import Cell, JobView, Matrix
+from tvmrepro.reduce_report import render_reduce
 
 PINNED = ("apache-tvm", "apache-tvm-ffi", "numpy")
 MAX_MESSAGE_CHARS = 2000
@@ -73,7 +74,8 @@ def render_report(job: JobView, catalog: Catalog | None = None) -> str:
              f"{len(job.environments)} pinned TVM environment(s).", ""]
     # The bisect section is shared with local bisections, which have no job: it reads JSON.
     lines += (_matrix_table(job.matrix) + [""]
-              + render_bisect(job.model_dump(mode="json"), catalog))
+              + render_bisect(job.model_dump(mode="json"), catalog)
+              + render_reduce(job.model_dump(mode="json")))
     if job.matrix.groups:
         lines += ["#### Errors (cells with the same signature grouped)", ""] + _errors(job)
     if job.matrix.comparisons:
