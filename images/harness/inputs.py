@@ -13,11 +13,13 @@ DEFAULT_SHAPE_VAR = 4
 SAMPLE_SIZE = 4096
 
 
-def _param_info(param: Any) -> Any:
+def param_type(param: Any) -> Any:
+    """A parameter's type (`ty` since 0.26, `struct_info` before)."""
     return getattr(param, "ty", None) or getattr(param, "struct_info", None)
 
 
-def _dim(dim: Any, shape_vars: dict[str, int]) -> int:
+def dim_value(dim: Any, shape_vars: dict[str, int]) -> int:
+    """A dimension's size: its constant, else the shape variable's value (default 4)."""
     value = getattr(dim, "value", None)
     if isinstance(value, int):
         return value
@@ -25,7 +27,7 @@ def _dim(dim: Any, shape_vars: dict[str, int]) -> int:
 
 
 def _array(info: Any, rng: np.random.RandomState, shape_vars: dict[str, int]) -> np.ndarray:
-    shape = tuple(_dim(d, shape_vars) for d in info.shape)
+    shape = tuple(dim_value(d, shape_vars) for d in info.shape)
     dtype = str(info.dtype)
     if dtype.startswith("float") or dtype.startswith("bfloat"):
         return rng.standard_normal(shape).astype(dtype)
@@ -40,7 +42,7 @@ def make_inputs(tvm: Any, func: Any, device: Any, seed: int, shape_vars: dict[st
     to_tensor = getattr(tvm.runtime, "tensor", None) or tvm.nd.array
     args = []
     for param in func.params:
-        info = _param_info(param)
+        info = param_type(param)
         if info is None or getattr(info, "shape", None) is None:
             raise TypeError(f"cannot generate an input for parameter {param.name_hint}: {info}")
         args.append(to_tensor(_array(info, rng, shape_vars), device))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .inputs import DEFAULT_SHAPE_VAR
+from .inputs import dim_value, param_type
 
 
 def pass_expression(tvm: Any, spec: dict[str, Any]) -> str:
@@ -29,9 +29,8 @@ def _input_lines(func: Any, shape_vars: dict[str, int]) -> list[str]:
     """numpy expressions drawing the same inputs as inputs.make_inputs, in the same order."""
     lines = []
     for param in func.params:
-        info = getattr(param, "ty", None) or getattr(param, "struct_info", None)
-        shape = tuple(getattr(d, "value", None) if isinstance(getattr(d, "value", None), int)
-                      else shape_vars.get(str(d), DEFAULT_SHAPE_VAR) for d in info.shape)
+        info = param_type(param)
+        shape = tuple(dim_value(d, shape_vars) for d in info.shape)
         dtype = str(info.dtype)
         if dtype.startswith("float") or dtype.startswith("bfloat"):
             draw = f"rng.standard_normal({shape!r}).astype({dtype!r})"
