@@ -6,8 +6,19 @@ stored, and read with the job (tvmrepro.comparisons, Store.settle_comparisons).
 
 from __future__ import annotations
 
+from typing import Any
+
 from tvmrepro.lifecycle import RunState
-from tvmrepro.models import Cell, CellRef, Comparison, JobStatus, Matrix, SignatureGroup
+from tvmrepro.models import (
+    Cell,
+    CellRef,
+    Comparison,
+    JobStatus,
+    Matrix,
+    OutputError,
+    SignatureGroup,
+)
+from tvmrepro.outputs import compare_outputs
 from tvmrepro.results import Status
 from tvmrepro.rows import JobRow, RunRow
 
@@ -42,10 +53,61 @@ def signature_groups(cells: list[Cell]) -> list[SignatureGroup]:
     return list(groups.values())
 
 
+def _majority(cells: list[tuple[Cell, Any]]) -> tuple[Cell, Any] | None:
+    """The representative of the largest group of cells whose outputs agree (ties: the newest)."""
+    groups: list[list[int]] = []
+    for index, (_, value) in enumerate(cells):
+        for group in groups:
+            found = compare_outputs(value, cells[group[0]][1])
+            if found is not None and found.outputs == "same":
+                group.append(index)
+                break
+        else:
+            groups.append([index])
+    if not groups:
+        return None
+    best = max(groups, key=lambda group: (len(group), group[-1]))
+    return cells[best[-1]]
+
+
+def _flag(cell: Cell, outputs: Any, reference: tuple[Cell, Any]) -> None:
+    """Mark `cell` same or differs against `reference` (a differs stays differs)."""
+    found = compare_outputs(outputs, reference[1])
+    if found is None or cell.outputs == "differs":
+        return
+    cell.outputs = found.outputs
+    if found.outputs == "differs":
+        cell.output_error = OutputError(
+            against=CellRef(variant=reference[0].variant, environment=reference[0].environment),
+            reason=found.reason, max_abs_error=found.max_abs_error,
+            max_rel_error=found.max_rel_error)
+
+
+def flag_outputs(rows: list[list[Cell]], outputs: dict[str, Any]) -> None:
+    """Compare outputs across releases (the row's majority) and across variants (the first row).
+
+    A silent miscompile shows as `differs`: one release computing another result than the
+    others for the same variant, or one variant another result than the first in the same
+    release.
+    """
+    for row in rows:
+        with_outputs = [(c, outputs[c.run]) for c in row if outputs.get(c.run) is not None]
+        majority = _majority(with_outputs)
+        for cell, value in with_outputs:
+            if majority is not None:
+                _flag(cell, value, majority)
+    for column in zip(*rows, strict=True):
+        first = next(((c, outputs[c.run]) for c in column if outputs.get(c.run) is not None), None)
+        for cell in column:
+            if first is not None and cell is not first[0] and outputs.get(cell.run) is not None:
+                _flag(cell, outputs[cell.run], first)
+
+
 def build_matrix(job: JobRow, comparisons: list[Comparison] | None = None) -> Matrix:
     """The matrix of a stored job, with its stored comparisons (none until it is finished)."""
     by_cell = {(run.variant, run.environment): make_cell(run) for run in job.runs}
     rows = [[by_cell[(v, e)] for e in job.environments] for v in job.variants]
+    flag_outputs(rows, {run.id: (run.result or {}).get("outputs") for run in job.runs})
     flat = [cell for row in rows for cell in row]
     found = comparisons if comparisons is not None else job.comparisons
     return Matrix(variants=job.variants, environments=job.environments, cells=rows,

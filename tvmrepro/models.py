@@ -45,6 +45,15 @@ class CellRef(BaseModel):
     environment: str
 
 
+class OutputError(BaseModel):
+    """How far a cell's outputs are from those it was compared with."""
+
+    against: CellRef
+    reason: str = Field(description="values, shape, dtype or structure")
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+
+
 class Cell(CellRef):
     """What happened in one cell."""
 
@@ -54,6 +63,10 @@ class Cell(CellRef):
     stage: str | None = None
     signature: str | None = None
     cached: bool = False
+    outputs: Literal["same", "differs"] | None = Field(
+        default=None, description="the outputs against the row's majority and the first "
+                                  "variant's in the same environment (null: no outputs)")
+    output_error: OutputError | None = None
 
 
 class SignatureGroup(BaseModel):

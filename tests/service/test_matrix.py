@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from service.matrix import build_matrix, job_status
 from tvmrepro.lifecycle import RunState
 from tvmrepro.models import CellRef, Comparison, JobStatus
@@ -51,3 +53,38 @@ def test_the_matrix_shows_the_stored_comparisons() -> None:
     assert build_matrix(finished).comparisons == stored
     given = stored + stored
     assert build_matrix(finished, given).comparisons == given
+
+
+def _with_outputs(variant: str, env: str, sample: list[float]) -> RunRow:
+    row = run(variant, env)
+    assert row.result is not None
+    row.result["outputs"] = {"shape": [len(sample)], "dtype": "float32", "sha256": str(sample),
+                             "sample": sample}
+    return row
+
+
+def test_a_release_that_computes_another_result_differs() -> None:
+    three = JobRow(id="j", kind="run", case={}, variants=["v"], environments=["a", "b", "c"],
+                   created_at=0.0, runs=[_with_outputs("v", "a", [1.0, 2.0]),
+                                         _with_outputs("v", "b", [1.0, 2.5]),
+                                         _with_outputs("v", "c", [1.0, 2.0 + 1e-7])])
+    (row,) = build_matrix(three).cells
+    assert [c.outputs for c in row] == ["same", "differs", "same"]
+    error = row[1].output_error
+    assert error is not None and error.reason == "values"
+    assert error.max_abs_error == pytest.approx(0.5) and error.against.environment == "c"
+
+
+def test_a_variant_that_computes_another_result_differs() -> None:
+    two = job([_with_outputs("once", "old", [1.0]), _with_outputs("once", "new", [1.0]),
+               _with_outputs("twice", "old", [3.0]), _with_outputs("twice", "new", [3.0])])
+    rows = build_matrix(two).cells
+    assert [[c.outputs for c in row] for row in rows] == [["same", "same"],
+                                                           ["differs", "differs"]]
+    assert rows[1][0].output_error is not None
+    assert rows[1][0].output_error.against == CellRef(variant="once", environment="old")
+
+
+def test_cells_without_outputs_are_not_flagged() -> None:
+    plain = job([run(v, e) for v in ("once", "twice") for e in ("old", "new")])
+    assert [c.outputs for row in build_matrix(plain).cells for c in row] == [None] * 4
