@@ -122,11 +122,20 @@ _PROGRAM_NAME = re.compile(r"(?<![\w.:>\-])([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+
 
 
 def program_names(message: str, limit: int = 3) -> list[str]:
-    """Up to `limit` program names in a normalised message, in order, without numeric suffixes."""
+    """Up to `limit` program names in a normalised message, in order, without numeric suffixes.
+
+    A failed check's condition is code (it changes with the check's spelling): names
+    come from what follows it ("Check failed: (cond) is false: msg", "... (a vs. b) : msg").
+    """
+    if message.startswith("Check failed:"):
+        for separator in (" is false:", " : "):
+            if separator in message:
+                message = message.split(separator, 1)[1]
+                break
     names: list[str] = []
     for match in _PROGRAM_NAME.finditer(message):
         name = re.sub(r"\d+$", "", match[1])
-        if name not in names and any(c.islower() for c in name):
+        if name not in names and any(c.islower() for c in name) and not name.endswith("_t"):
             names.append(name)
     return names[:limit]
 
@@ -137,11 +146,12 @@ def frame_name(raw: str) -> str | None:
     text = _strip_nested(text, "<", ">")
     text = _strip_nested(text, "(", ")", keep="operator")
     text = re.sub(r"\s+const$", "", text)
-    qualified = text.split(" ")[-1] if text else ""
+    text = re.sub(r"::operator\s+[\w:]+$", "::operator", text)  # a conversion operator
+    qualified = text.split(" ")[-1] if text else ""  # without the return type
     parts = [p for p in qualified.split("::") if p and not p.startswith(("{", "operator"))]
     while len(parts) > 1 and (parts[0][:1].islower() or parts[0].startswith("(")):
         parts.pop(0)  # namespaces (tvm, relax, runtime::vm) move between releases
-    if not parts or _REPORTING_FRAME.search(text):
+    if not parts or _REPORTING_FRAME.search(qualified):
         return None
     return re.sub("StructInfo", "Type", "::".join(parts))
 

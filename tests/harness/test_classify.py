@@ -106,6 +106,20 @@ def test_the_frame_anchors_the_signature_and_the_message_stays_beside_it() -> No
 def test_program_names_are_snake_case_identifiers_that_are_not_code() -> None:
     text = "Cannot find Function fused_add_relu1 in x.has_value() or tvm::some_ns::Foo or a_b("
     assert program_names(text) == ["fused_add_relu"]
+    # The condition of a failed check is code, whichever way the check is spelled (0.25, 0.27).
+    assert program_names(normalize("Check failed: value < 1LL << (dtype.bits() - 1) (2 vs. 2) : "
+                                   "Literal value 2 exceeds maximum of int32")) == []
+    assert program_names(normalize("Check failed: (small.has_value() && (*small < (int64_t{1} << "
+                                   "(bits - 1)))) is false: Literal value 2 exceeds range of int32")) == []
+
+
+def test_a_return_type_from_the_ffi_does_not_hide_the_frame() -> None:
+    # InferBinaryArithOpOutDtype as 0.25 and 0.26 print it (0.26 returns an ffi::Optional).
+    assert frame_name("tvm::DataType tvm::relax::InferBinaryArithOpOutDtype(const Call&, const "
+                      "BlockBuilder&, const StructInfo&, const StructInfo&)") == \
+        frame_name("tvm::ffi::Optional<tvm::PrimType> tvm::relax::InferBinaryArithOpOutDtype(const "
+                   "tvm::Call&, const BlockBuilder&, const tvm::Type&, const tvm::Type&)") == \
+        "InferBinaryArithOpOutDtype"
 
 
 def test_struct_info_and_type_wording_read_the_same() -> None:
