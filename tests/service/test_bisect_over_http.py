@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
-from cli.report import render_report
+from tvmrepro.report import render_report
 from tests.bisect_support import (
     CPU_RELEASES,
     SKIP_RANGE,
@@ -193,6 +193,9 @@ REAL_CHANGES: dict[str, tuple[dict[str, Any], list[tuple[str, str, str, str]]]] 
     "relax-adaptive-avg-pool2d-nested-init": (
         {"oracle": "output", "reference": "tvm-0.27.0.post1-cpu"},
         [("tvm-0.26.0-cpu", "tvm-0.27.0rc0-cpu", "bad", "good")]),
+    "relax-max-0d-tensor": (
+        {},
+        [("tvm-0.25.0rc0-cpu", "tvm-0.25.0rc1-cpu", "bad", "good")]),
     "tirx-specialize-decl-buffer-alias": (
         {},
         [("tvm-0.25.0.post1-cpu", "tvm-0.26.0rc0-cpu", "good", "bad"),
