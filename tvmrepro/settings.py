@@ -56,6 +56,11 @@ RECONCILE_INTERVAL_S = 5.0
 REQUEUE_AFTER_S = 600.0
 # A claimed run whose claimer is silent this long past its own time limit was lost.
 CLAIM_GRACE_S = 60.0
+# Warm sandboxes: how many each runtime keeps waiting per environment (each worker process
+# has its own runtime, so a worker keeps `concurrency` of them per environment), and how
+# long one may wait unused before it is stopped.
+WARM_SANDBOXES = 1
+WARM_IDLE_S = 900.0
 ENV_PREFIX = "TVMREPRO_"
 
 # The variables from_env() reads: os.environ unless a mapping is given (tests pass their own).
@@ -106,6 +111,8 @@ class Settings(BaseSettings):
     reconcile_interval_s: float = Field(default=RECONCILE_INTERVAL_S, gt=0)
     requeue_after_s: float = Field(default=REQUEUE_AFTER_S, gt=0)
     claim_grace_s: float = Field(default=CLAIM_GRACE_S, ge=0)
+    warm_sandboxes: int = Field(default=WARM_SANDBOXES, ge=0)
+    warm_idle_s: float = Field(default=WARM_IDLE_S, gt=0)
 
     @field_validator("home", "wheelhouse")
     @classmethod

@@ -1,4 +1,11 @@
-"""Run one case variant in one environment through a runtime, and make the Result."""
+"""Run one case variant in one environment through a runtime, and make the Result.
+
+The status is decided here from what the runtime observed (the case's exit
+status and signal, as its supervisor saw them, the time, the memory events).
+What the run says of itself (stage, passes, IR, outputs, message, even its
+status) are claims: a `result` event counts only from a run that then exited
+0 within its time; the TVM version comes from the environment's fingerprint.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +21,8 @@ from worker.runtimes.base import Execution, Runtime, SandboxJob
 _KILLED_BY_US = "the run exceeded its time limit of {limit} s and was killed"
 _EXITED = "the process exited with status {rc} before the harness could report"
 _HARNESS_FAILED = "the harness ended with exit status {rc} before it could start the case"
+# Statuses only the runtime observes: a run that claims one of them is not believed.
+_OBSERVED_ONLY = (Status.CRASH, Status.TIMEOUT)
 
 
 def harness_case(case: Case, env: Environment) -> dict[str, Any]:
@@ -45,7 +54,9 @@ def _outcome_without_result(job: SandboxJob, ex: Execution, started: bool) -> di
     if ex.signal == "SIGXCPU":
         message = f"the run used more than its CPU time limit ({job.timeout_s} s)"
         return {"status": Status.TIMEOUT, "error_type": "Timeout", "message": message}
-    if ex.oom_killed or ex.signal == "SIGKILL" or "std::bad_alloc" in ex.stderr:
+    # Out of memory only with evidence: the engine's OOM kill, or the address-space limit hit
+    # (TVM's allocator aborts with std::bad_alloc). A SIGKILL by itself is a crash.
+    if ex.oom_killed or (ex.signal == "SIGABRT" and "std::bad_alloc" in ex.stderr):
         message = f"the run was killed for exceeding its memory limit of {job.memory_mb} MB"
         return {"status": Status.OOM, "error_type": "OutOfMemory", "message": message}
     if ex.signal:
@@ -59,6 +70,11 @@ def _outcome_without_result(job: SandboxJob, ex: Execution, started: bool) -> di
     return {"status": Status.ERROR, "error_type": "Exit", "message": message}
 
 
+def ended_cleanly(ex: Execution) -> bool:
+    """Whether the run exited 0, by no signal, within its time: only then is its result read."""
+    return not ex.timed_out and ex.returncode == 0 and ex.signal is None and not ex.oom_killed
+
+
 def assemble_result(job: SandboxJob, ex: Execution) -> Result:
     """Merge the harness's events with what the runtime saw."""
     events = ex.events
@@ -69,10 +85,12 @@ def assemble_result(job: SandboxJob, ex: Execution) -> Result:
     passes = [PassRecord.model_validate({k: v for k, v in e.items() if k != "event"})
               for e in events if e["event"] == "pass"]
     fields: dict[str, Any]
-    if result_event and not ex.timed_out:
+    if result_event and ended_cleanly(ex):
         fields = {k: result_event.get(k) for k in ("status", "stage", "pass_path", "error_type",
                                                    "message", "signature", "signature_frame",
                                                    "signature_message", "outputs")}
+        if fields["status"] in _OBSERVED_ONLY:
+            fields["status"] = Status.ERROR
     else:
         fields = _outcome_without_result(job, ex, started=bool(start))
         fields["stage"] = stage_event["stage"] if stage_event else None
@@ -90,7 +108,7 @@ def assemble_result(job: SandboxJob, ex: Execution) -> Result:
         rewrites=rewrites,
         reproducer=(_last(events, "reproducer") or {}).get("text"),
         passes=passes,
-        tvm=start.get("tvm") or (result_event or {}).get("tvm"),
+        tvm=ex.tvm,
         seconds=seconds,
         isolation=ex.isolation,
         log=Log(stdout=ex.stdout, stderr=ex.stderr, truncated=ex.truncated),

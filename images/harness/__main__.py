@@ -1,8 +1,10 @@
-"""Entry point: `python -m harness CASE.json --variant NAME --events fd:3 --workdir DIR`.
+"""Entry point: `python -m harness --events fd:3 --workdir DIR` (the request comes on stdin).
 
-Runs one variant of one case in the TVM this interpreter has, reporting
-events (stages, passes, the result) on the event channel; everything the case
-prints goes to the ordinary stdout and stderr, which the runtime caps.
+The process is the sandbox's supervisor (supervisor.py): it imports TVM, waits
+for one request (a case and a variant), and runs it in a child, which reports
+events (stages, passes, the result) to it; the supervisor signs and relays
+them with the child's exit status. Everything the case prints goes to the
+ordinary stdout and stderr, which the runtime caps.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import argparse
 import contextlib
 import dataclasses
 import faulthandler
-import json
 import os
 import sys
 import time
@@ -28,8 +29,6 @@ from .tracing import Tracer, pass_path_of, stage_of
 
 def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="harness", description=__doc__)
-    parser.add_argument("case", type=Path, help="the case JSON (target and limits filled in)")
-    parser.add_argument("--variant", default="script", help="which variant to run")
     parser.add_argument("--events", required=True, help="fd:N or a file path for the events")
     parser.add_argument("--workdir", type=Path, default=Path.cwd(), help="writable scratch dir")
     return parser.parse_args(argv)
@@ -104,27 +103,43 @@ def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path)
     return fields
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Run, report the result event, and leave without running user atexit handlers."""
-    args = _parse_args(sys.argv[1:] if argv is None else argv)
-    sink = EventSink(args.events)
+def warm_up() -> None:
+    """What every run needs, imported before a case exists (the child inherits it)."""
+    _import_tvm()
+    from . import extract, reduce_module  # noqa: F401  (the extract and check modes)
+
+
+def run_request(request: dict[str, Any], events: str, workdir: str) -> None:
+    """In the child: run the request's case, report the result event, and leave (never returns).
+
+    User atexit handlers do not run: the process ends with os._exit.
+    """
+    sink = EventSink(events)
     faulthandler.enable()  # a segfault still leaves a Python traceback in stderr
     started = time.perf_counter()
-    case = json.loads(args.case.read_text())
-    os.chdir(args.workdir)
-    sys.argv = [str(args.workdir / "repro.py")]
+    case, path = request["case"], Path(workdir)
+    os.chdir(path)
+    sys.argv = [str(path / "repro.py")]
     if _harness_mode(case) == "check":  # reduction's candidate check (reduce_module.py)
         from .reduce_module import check_sources
 
-        check_sources(case, sink, args.workdir)
+        check_sources(case, sink, path)
         os._exit(0)
-    fields = run(case, args.variant, sink, args.workdir)
+    fields = run(case, request.get("variant", "script"), sink, path)
     fields["harness_seconds"] = round(time.perf_counter() - started, 6)
     sink.emit("result", **fields)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # the case may have closed or replaced them
             stream.flush()
     os._exit(0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Supervise one request: warm up, wait for it on stdin, run it in a child, report."""
+    from .supervisor import serve
+
+    args = _parse_args(sys.argv[1:] if argv is None else argv)
+    serve(args.events, str(args.workdir), warm_up, run_request)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import resource
+import secrets
 import signal
 import threading
 from dataclasses import dataclass, field
@@ -10,12 +14,14 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from tvmrepro.environments import Environment
-from tvmrepro.settings import Settings
+from tvmrepro.settings import DEFAULT_MEMORY_MB, MAX_TIMEOUT_S, Settings
 
 HARNESS_TIMEOUT_GRACE_S = 5  # CPU time beyond the wall-clock limit (RLIMIT_CPU is the backstop)
 FILE_SIZE_CAP = 512 << 20  # largest file a run may write (RLIMIT_FSIZE / ulimit fsize)
 TMPFS_MAX_MB = 1024  # the sandbox's /tmp: its memory limit, at most this
 OPEN_FILES_CAP = 4096
+WORKDIR_INODES = 65536  # files and directories a run may make in its work directory
+EVENTS_READ_CAP = 64 << 20  # what is read of the events channel
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,27 @@ class Limits:
         """What a result's `isolation` says of them."""
         return {"memory_mb": self.memory_mb, "timeout_s": self.timeout_s, "pids": self.pids}
 
+    @classmethod
+    def pooled(cls, settings: Settings) -> Limits:
+        """What a warm sandbox starts with: the default memory, the longest time a case may ask."""
+        return cls(memory_mb=DEFAULT_MEMORY_MB, timeout_s=MAX_TIMEOUT_S, pids=settings.sandbox_pids,
+                   cpus=settings.sandbox_cpus, tmpfs_mb=min(DEFAULT_MEMORY_MB, TMPFS_MAX_MB),
+                   cpu_seconds=MAX_TIMEOUT_S + HARNESS_TIMEOUT_GRACE_S)
+
+    def covers(self, other: Limits) -> bool:
+        """Whether a sandbox started with these limits can run a case with `other`'s.
+
+        The supervisor lowers the child's address space and CPU time to the case's; the
+        rest (processes, /tmp and work directory sizes) are the sandbox's and must match.
+        """
+        return (self.memory_mb >= other.memory_mb and self.cpu_seconds >= other.cpu_seconds
+                and (self.pids, self.tmpfs_mb, self.cpus) == (other.pids, other.tmpfs_mb,
+                                                               other.cpus))
+
+    def child_rlimits(self) -> dict[str, int]:
+        """What the supervisor sets on the case's child (resource module names)."""
+        return {"RLIMIT_AS": self.memory_mb << 20, "RLIMIT_CPU": self.cpu_seconds}
+
 
 @dataclass
 class Execution:
@@ -78,6 +105,8 @@ class Execution:
     truncated: bool = False
     seconds: float = 0.0
     isolation: dict[str, Any] = field(default_factory=dict)
+    # What the runtime knows of the environment's TVM (its fingerprint), never what the run says.
+    tvm: dict[str, Any] | None = None
 
 
 class Runtime(Protocol):
@@ -121,6 +150,81 @@ def read_events(path: Path) -> list[dict[str, Any]]:
         return parse_events(path.read_bytes())
     except OSError:
         return []
+
+
+def new_key() -> bytes:
+    """The key a run's supervisor signs its events with (sent after the case, after the fork)."""
+    return secrets.token_bytes(32)
+
+
+def handover_bytes(job: SandboxJob, limits: Limits, key: bytes) -> bytes:
+    """What a waiting supervisor reads on stdin: the request (length-prefixed), then the key."""
+    request = json.dumps({"case": job.case, "variant": job.variant,
+                          "rlimits": limits.child_rlimits()}).encode()
+    return b"%d\n%s%s\n" % (len(request), request, key.hex().encode())
+
+
+def verified_events(data: bytes, key: bytes) -> list[dict[str, Any]]:
+    """The events the supervisor signed with `key`, in order, up to its `exit` event.
+
+    Anything else on the channel (the unsigned `ready`, a line the case wrote, a
+    replayed or reordered line) is not an event.
+    """
+    events: list[dict[str, Any]] = []
+    last = 0
+    for line in parse_events_lines(data):
+        body, mac = line.get("body"), line.get("mac")
+        if not isinstance(body, str) or not isinstance(mac, str):
+            continue
+        expected = hmac.new(key, body.encode("utf-8", "surrogatepass"), hashlib.sha256)
+        if not hmac.compare_digest(expected.hexdigest(), mac):
+            continue
+        event = json.loads(body)
+        if not isinstance(event, dict) or not isinstance(event.get("seq"), int) \
+                or event["seq"] <= last or "event" not in event:
+            continue
+        last = event.pop("seq")
+        events.append(event)
+        if event["event"] == "exit":
+            break
+    return events
+
+
+def parse_events_lines(data: bytes) -> list[dict[str, Any]]:
+    """Every JSON object line of `data` (a torn last line is dropped)."""
+    lines = []
+    for line in data.decode("utf-8", "surrogateescape").splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            lines.append(value)
+    return lines
+
+
+def exit_status(events: list[dict[str, Any]]) -> tuple[int | None, str | None] | None:
+    """The case's (exit code, signal) as its supervisor saw them; None when it never said."""
+    exit_event = next((e for e in events if e["event"] == "exit"), None)
+    if exit_event is None:
+        return None
+    code = exit_event.get("returncode")
+    sig = exit_event.get("signal")
+    return (code if isinstance(code, int) else None, sig if isinstance(sig, str) else None)
+
+
+def fingerprint_tvm(facts: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A result's `tvm`: the environment's version, pins and build facts from its fingerprint."""
+    if not facts:
+        return None
+    return {k: facts[k] for k in ("version", "libinfo", "packages", "python") if k in facts}
+
+
+def rlimit_setter(limits: Limits) -> dict[int, int]:
+    """The sandbox process's own rlimits (resource constants), before its supervisor starts."""
+    return {resource.RLIMIT_AS: limits.memory_mb << 20, resource.RLIMIT_CPU: limits.cpu_seconds,
+            resource.RLIMIT_NPROC: limits.pids, resource.RLIMIT_FSIZE: limits.file_size,
+            resource.RLIMIT_NOFILE: limits.open_files, resource.RLIMIT_CORE: 0}
 
 
 class CappedOutput:

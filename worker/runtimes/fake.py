@@ -27,7 +27,7 @@ from typing import Any
 from tvmrepro.environments import Environment
 from tvmrepro.errors import RuntimeFault
 from tvmrepro.settings import Settings
-from worker.runtimes.base import Execution, Limits, SandboxJob
+from worker.runtimes.base import Execution, Limits, SandboxJob, fingerprint_tvm
 
 DIRECTIVE = "# fake-runtime:"
 # The pass names every fake environment claims to have (those the tests' cases use, and more).
@@ -81,7 +81,8 @@ class FakeRuntime:
                         else int(outcome.get("exit", 0))),
             signal=killed_by, timed_out=timed_out, stdout=str(outcome.get("stdout", "")),
             seconds=time.monotonic() - started,
-            isolation={"runtime": "fake", "sandbox": "none", **Limits.of(job, self.settings).summary()})
+            isolation={"runtime": "fake", "sandbox": "none", **Limits.of(job, self.settings).summary()},
+            tvm=fingerprint_tvm(self.fingerprint(job.env)))
 
     def _events(self, job: SandboxJob, outcome: dict[str, Any], ends: bool) -> list[dict[str, Any]]:
         tvm = {"version": job.env.release, "libinfo": {"fake": "1"}}

@@ -8,21 +8,26 @@ bubblewrap it falls back to rlimits plus `unshare` for the network, and the
 result's `isolation` says so. Always: a wall-clock timeout that kills the whole
 tree, rlimits (CPU, address space, processes, file size, open files), a
 scrubbed environment, capped stdout/stderr, the work directory removed after.
+
+The sandbox process is the harness's supervisor: it imports TVM, waits for its
+one case on stdin, runs it in a child and reports the child's end on a channel
+the child cannot reach (sandbox.py). A worker keeps such sandboxes warm
+(`prewarm`, pool.py); a run takes one, or starts one when none waits.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import resource
 import secrets
 import shutil
-import signal
 import subprocess
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from images import HARNESS_DIR
 from tvmrepro.environments import Environment
@@ -30,17 +35,20 @@ from tvmrepro.errors import ProvisionError, RuntimeFault
 from tvmrepro.settings import Settings
 from worker.provision import collect_builds, in_use, provision, read_fingerprint
 from worker.runtimes.base import (
-    CappedReader,
     Execution,
     Limits,
     SandboxJob,
-    read_events,
-    signal_name,
+    fingerprint_tvm,
+    new_key,
+    rlimit_setter,
 )
+from worker.runtimes.pool import WarmPool
+from worker.runtimes.sandbox import LocalSandbox, with_workdir_tmpfs
 
 SANDBOX_UID_RANGE = (200_000, 260_000)  # fresh uid per run: RLIMIT_NPROC counts per uid
 # Inside the sandbox: where the environment, the harness and the work dir appear.
-ENV_MOUNT, HARNESS_MOUNT, WORK_MOUNT, IN_MOUNT = "/mnt/env", "/mnt/harness", "/mnt/work", "/mnt/in"
+ENV_MOUNT, HARNESS_MOUNT, WORK_MOUNT = "/mnt/env", "/mnt/harness", "/mnt/work"
+HAND_OVER_ATTEMPTS = 3  # sandboxes that died before taking the case cost no run
 
 
 def sandbox_environ() -> dict[str, str]:
@@ -60,14 +68,7 @@ def sandbox_environ() -> dict[str, str]:
 def _rlimits(limits: Limits) -> Callable[[], None]:
     def apply() -> None:
         os.setsid()
-        for name, value in (
-            (resource.RLIMIT_AS, limits.memory_mb << 20),
-            (resource.RLIMIT_CPU, limits.cpu_seconds),
-            (resource.RLIMIT_NPROC, limits.pids),
-            (resource.RLIMIT_FSIZE, limits.file_size),
-            (resource.RLIMIT_NOFILE, limits.open_files),
-            (resource.RLIMIT_CORE, 0),
-        ):
+        for name, value in rlimit_setter(limits).items():
             resource.setrlimit(name, (value, value))
 
     return apply
@@ -82,6 +83,7 @@ class LocalRuntime:
         self.settings = settings
         self.bwrap = shutil.which("bwrap") if os.geteuid() == 0 else None
         self.unshare = shutil.which("unshare") if os.geteuid() == 0 else None
+        self.pool: WarmPool[LocalSandbox] | None = None
 
     def isolation(self) -> dict[str, Any]:
         """What this runtime can apply on this machine."""
@@ -93,16 +95,14 @@ class LocalRuntime:
             kind = "rlimits"
         return {"runtime": "local", "sandbox": kind, "network": "none" if kind != "rlimits" else "host"}
 
-    def _command(self, job: SandboxJob, envdir: Path, rundir: Path, uid: int,
+    def _command(self, envdir: Path, rundir: Path, uid: int, limits: Limits,
                  events_fd: int) -> list[str]:
-        harness = ["-m", "harness", f"{IN_MOUNT}/case.json", "--variant", job.variant,
-                   "--events", f"fd:{events_fd}", "--workdir", WORK_MOUNT]
+        harness = ["-m", "harness", "--events", f"fd:{events_fd}", "--workdir", WORK_MOUNT]
         if not self.bwrap:
-            return self._fallback_command(job, envdir, rundir, harness)
+            return self._fallback_command(envdir, rundir, harness)
         base_prefix = Path(os.path.realpath(envdir / "bin" / "python")).parent.parent
-        tmp_mb = Limits.of(job, self.settings).tmpfs_mb
         cmd = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-               "--perms", "1777", "--size", str(tmp_mb << 20), "--tmpfs", "/tmp"]
+               "--perms", "1777", "--size", str(limits.tmpfs_mb << 20), "--tmpfs", "/tmp"]
         for hidden in ("/root", "/home", "/work", "/var/lib", "/run"):
             if os.path.isdir(hidden):
                 cmd += ["--perms", "0755", "--tmpfs", hidden]
@@ -110,7 +110,6 @@ class LocalRuntime:
                 "--perms", "0755", "--tmpfs", "/mnt", "--perms", "0755", "--dir", HARNESS_MOUNT,
                 "--ro-bind", str(envdir), ENV_MOUNT,
                 "--ro-bind", str(HARNESS_DIR), f"{HARNESS_MOUNT}/harness",
-                "--ro-bind", str(rundir / "in"), IN_MOUNT,
                 "--bind", str(rundir / "work"), WORK_MOUNT, "--chdir", WORK_MOUNT,
                 "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
                 "--unshare-cgroup-try", "--die-with-parent", "--new-session",
@@ -121,110 +120,120 @@ class LocalRuntime:
                 f"{ENV_MOUNT}/bin/python", *harness]
         return cmd
 
-    def _fallback_command(self, job: SandboxJob, envdir: Path, rundir: Path,
-                          harness: list[str]) -> list[str]:
-        harness = [a.replace(IN_MOUNT, str(rundir / "in")).replace(WORK_MOUNT, str(rundir / "work"))
-                   for a in harness]
+    def _fallback_command(self, envdir: Path, rundir: Path, harness: list[str]) -> list[str]:
+        harness = [a.replace(WORK_MOUNT, str(rundir / "work")) for a in harness]
         python = [str(envdir / "bin" / "python"), *harness]
         if self.unshare:
             return [self.unshare, "--net", "--pid", "--fork", "--kill-child", "--mount-proc", *python]
         return python
 
-    def _prepare(self, job: SandboxJob, uid: int) -> Path:
-        rundir = self.settings.work_dir / job.run_id
-        shutil.rmtree(rundir, ignore_errors=True)
-        (rundir / "in").mkdir(parents=True)
-        (rundir / "work").mkdir()
-        (rundir / "in" / "case.json").write_text(json.dumps(job.case))
-        # Readable by the sandbox's uid; only work/ is its to write.
+    def _prepare(self) -> Path:
+        rundir = self.settings.work_dir / f"sandbox-{uuid.uuid4().hex}"
+        (rundir / "work").mkdir(parents=True)
         os.chmod(rundir, 0o755)
-        os.chmod(rundir / "in", 0o755)
-        os.chmod(rundir / "in" / "case.json", 0o644)
-        if self.bwrap:
-            os.chown(rundir / "work", uid, uid)
-        else:  # without a PYTHONPATH mount, the harness is found next to the case
+        if not self.bwrap:  # without a PYTHONPATH mount, the harness is found next to the case
             shutil.copytree(HARNESS_DIR, rundir / "in" / "harness",
                             ignore=shutil.ignore_patterns("__pycache__"))
+            os.chmod(rundir / "in", 0o755)
         return rundir
 
     def fingerprint(self, env: Environment) -> dict[str, Any]:
         """env's fingerprint, provisioning it here first if it is missing or stale."""
         return provision(self.settings, env)
 
-    def execute(self, job: SandboxJob) -> Execution:
-        """Run the harness for this job in the sandbox and collect what it reported."""
-        if read_fingerprint(self.settings, job.env) is None:
-            raise RuntimeFault(f"environment {job.env.id} is not provisioned here "
-                               f"(run: tvmrepro env provision {job.env.id})")
-        try:
-            # The build is held for the whole run: re-provisioning cannot remove it meanwhile.
-            with in_use(self.settings, job.env) as build:
-                execution = self._execute_in(job, build)
-        except ProvisionError as exc:
-            raise RuntimeFault(str(exc)) from exc
-        collect_builds(self.settings, job.env, wait=False)  # builds replaced during the run
-        return execution
+    def prewarm(self, envs: list[Environment]) -> None:
+        """Keep `warm_sandboxes` sandboxes waiting for each of `envs` from now on."""
+        if self.settings.warm_sandboxes <= 0:
+            return
+        if self.pool is None:
+            self.pool = WarmPool(self._start_pooled, self.settings.warm_sandboxes,
+                                 self.settings.warm_idle_s)
+        pooled = Limits.pooled(self.settings)
+        for env in envs:
+            if read_fingerprint(self.settings, env) is not None:
+                self.pool.fill((env, pooled))
 
-    def _execute_in(self, job: SandboxJob, envdir: Path) -> Execution:
+    def close(self) -> None:
+        """Stop the waiting sandboxes."""
+        if self.pool is not None:
+            self.pool.close()
+
+    def _start_pooled(self, key: Hashable) -> LocalSandbox:
+        env, limits = cast(tuple[Environment, Limits], key)
+        sandbox = self.start(env, limits)
+        if not sandbox.wait_ready():
+            sandbox.discard()
+            raise RuntimeFault(f"a warm sandbox for {env.id} did not get ready")
+        return sandbox
+
+    def start(self, env: Environment, limits: Limits) -> LocalSandbox:
+        """Start a sandbox for env with these limits; it imports TVM and waits for a case."""
+        hold = contextlib.ExitStack()
+        try:
+            # The build is held for the sandbox's life: re-provisioning cannot remove it meanwhile.
+            envdir = hold.enter_context(in_use(self.settings, env))
+            return self._spawn(envdir, limits, hold)
+        except ProvisionError as exc:
+            hold.close()
+            raise RuntimeFault(str(exc)) from exc
+        except BaseException:
+            hold.close()
+            raise
+
+    def _spawn(self, envdir: Path, limits: Limits, hold: contextlib.ExitStack) -> LocalSandbox:
         uid = SANDBOX_UID_RANGE[0] + secrets.randbelow(SANDBOX_UID_RANGE[1] - SANDBOX_UID_RANGE[0])
-        rundir = self._prepare(job, uid)
+        rundir = self._prepare()
         environ = sandbox_environ()
         if not self.bwrap:
             environ["PYTHONPATH"] = str(rundir / "in")
-        events_path = rundir / "events.jsonl"
+        events_r, events_w = os.pipe()
+        command, workdir = with_workdir_tmpfs(self.unshare, self._command(
+            envdir, rundir, uid, limits, events_w), rundir / "work", limits, uid)
         try:
-            with open(events_path, "wb") as events_file:
-                fd = events_file.fileno()
-                execution = self._spawn(job, self._command(job, envdir, rundir, uid, fd), environ,
-                                        fd, events_path)
-            if self.bwrap:
-                execution.isolation["uid"] = uid
-            return execution
-        finally:
-            shutil.rmtree(rundir, ignore_errors=True)
-
-    def _spawn(self, job: SandboxJob, cmd: list[str], environ: dict[str, str], events_fd: int,
-               events_path: Path) -> Execution:
-        limits = Limits.of(job, self.settings)
-        started = time.monotonic()
-        try:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, env=environ, pass_fds=(events_fd,),
+            proc = subprocess.Popen(command,
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=environ, pass_fds=(events_w,),
                                     preexec_fn=_rlimits(limits))
         except OSError as exc:
+            os.close(events_r)
+            shutil.rmtree(rundir, ignore_errors=True)
             raise RuntimeFault(f"cannot start the sandbox: {exc}") from exc
-        assert proc.stdout is not None and proc.stderr is not None  # both are pipes
-        readers = [CappedReader(s, self.settings.log_cap_bytes) for s in (proc.stdout, proc.stderr)]
-        for reader in readers:
-            reader.start()
-        timed_out = False
-        try:
-            proc.wait(timeout=job.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        for reader in readers:
-            reader.join(timeout=10)
-        rc = proc.returncode
-        return Execution(
-            events=read_events(events_path),
-            returncode=rc,
-            signal=self._signal_of(rc),
-            timed_out=timed_out,
-            stdout=readers[0].output.text(),
-            stderr=readers[1].output.text(),
-            truncated=readers[0].output.truncated or readers[1].output.truncated,
-            seconds=time.monotonic() - started,
-            isolation={**self.isolation(), **limits.summary()},
-        )
+        finally:
+            os.close(events_w)
+        isolation = {**self.isolation(), "workdir": workdir}
+        if self.bwrap:
+            isolation["uid"] = uid
+        sandbox = LocalSandbox(proc, rundir, limits, isolation, hold, self.settings.log_cap_bytes)
+        sandbox.watch(os.fdopen(events_r, "rb"))
+        return sandbox
 
-    def _signal_of(self, rc: int | None) -> str | None:
-        if rc is None:
-            return None
-        if rc < 0:
-            return signal_name(-rc)
-        # bwrap and unshare report a child killed by signal N as exit status 128 + N.
-        if (self.bwrap or self.unshare) and 128 < rc < 128 + 65:
-            return signal_name(rc - 128)
-        return None
+    def execute(self, job: SandboxJob) -> Execution:
+        """Run the harness for this job in a (warm, else fresh) sandbox and collect the run."""
+        facts = read_fingerprint(self.settings, job.env)
+        if facts is None:
+            raise RuntimeFault(f"environment {job.env.id} is not provisioned here "
+                               f"(run: tvmrepro env provision {job.env.id})")
+        limits, key = Limits.of(job, self.settings), new_key()
+        for _ in range(HAND_OVER_ATTEMPTS):
+            sandbox, warm = self._sandbox_for(job.env, limits)
+            try:
+                if sandbox.wait_ready() and sandbox.hand_over(job, limits, key):
+                    execution = sandbox.finish(job, key, time.monotonic())
+                    break
+            finally:
+                sandbox.discard()
+        else:
+            raise RuntimeFault(f"the sandbox for {job.env.id} died before it took the case")
+        execution.isolation["warm"] = warm
+        execution.tvm = fingerprint_tvm(facts)
+        collect_builds(self.settings, job.env, wait=False)  # builds replaced during the run
+        return execution
+
+    def _sandbox_for(self, env: Environment, limits: Limits) -> tuple[LocalSandbox, bool]:
+        """A warm sandbox whose limits cover the case's, else a fresh one with the case's own."""
+        pooled = Limits.pooled(self.settings)
+        if self.pool is not None and pooled.covers(limits):
+            warm = self.pool.take((env, pooled))
+            if warm is not None:
+                return warm, True
+        return self.start(env, limits), False

@@ -1,0 +1,191 @@
+"""The sandbox's supervisor: trusted code that holds the result channel; the case runs in a child.
+
+`python -m harness --events fd:N` starts here. The supervisor imports TVM and
+the harness (a warm sandbox pays that before a case exists), says `ready` on
+the channel, then waits for one request on stdin:
+
+    <length>\\n<request JSON: {"case": ..., "variant": ...}><key hex>\\n
+
+It reads exactly the request, forks, and only then reads the key: the child
+(which runs the case with the instrumentation) never holds the key in memory,
+never holds the channel (closed right after the fork) and sends its events
+over a pipe. The supervisor is not dumpable (PR_SET_DUMPABLE 0), so the
+same-uid child can neither ptrace it nor read its memory. It clips and relays
+the child's events, each line signed with the key, and ends with a signed
+`exit` event carrying the child's exit status, signal and resource use; then
+it exits as the child did. The runtime keeps only lines signed with the key it
+sent: whatever the case writes anywhere else is not an event.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import hmac
+import json
+import os
+import resource
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+PR_SET_DUMPABLE = 4
+MAX_REQUEST_BYTES = 64 << 20
+EVENT_LINE_CAP = 8 << 20  # one relayed event line, at most (IR of one pass, a reproducer)
+FIELD_CAP = 2000  # a short field (a stage, an error type, a name), at most
+SHORT_FIELDS = ("stage", "status", "error_type", "signature_frame", "name", "pass_path")
+RESERVED = ("exit", "ready")  # events only the supervisor says
+Runner = Callable[[dict[str, Any], str, str], None]  # request, events target, workdir
+
+
+def sign(key: bytes, body: str) -> str:
+    """The MAC of one event line's body."""
+    return hmac.new(key, body.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+
+
+class Channel:
+    """The result channel: an inherited descriptor (fd:N) or a file, moved out of the case's reach."""
+
+    def __init__(self, target: str) -> None:
+        if target.startswith("fd:"):
+            inherited = int(target[3:])
+            self.fd = os.dup2(inherited, 1000 + os.getpid() % 500)
+            os.close(inherited)
+        else:
+            self.fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.set_inheritable(self.fd, False)
+        self.key: bytes | None = None
+        self.seq = 0
+        self.lock = threading.Lock()
+
+    def write(self, event: dict[str, Any]) -> None:
+        """One event line: signed once the key is known (`ready` alone goes before it)."""
+        with self.lock:
+            self.seq += 1
+            body = json.dumps({**event, "seq": self.seq}, default=str)
+            line = body if self.key is None else json.dumps({"body": body,
+                                                             "mac": sign(self.key, body)})
+            data = (line + "\n").encode("utf-8", "surrogatepass")
+            while data:
+                data = data[os.write(self.fd, data):]
+
+
+def _nondumpable() -> None:
+    """No ptrace, no /proc/<pid>/mem for the same-uid child."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def _read_exact(fd: int, size: int) -> bytes:
+    data = bytearray()
+    while len(data) < size:
+        chunk = os.read(fd, size - len(data))
+        if not chunk:
+            raise EOFError("stdin closed before the whole request came")
+        data += chunk
+    return bytes(data)
+
+
+def _read_line(fd: int, cap: int = 64) -> bytes:
+    """One short line, byte by byte: nothing past it is read into this process."""
+    data = bytearray()
+    while not data.endswith(b"\n"):
+        if len(data) > cap:
+            raise ValueError("line too long")
+        data += _read_exact(fd, 1)
+    return bytes(data[:-1])
+
+
+def read_request(fd: int = 0) -> dict[str, Any]:
+    """The request (case and variant), read exactly: the key after it stays in the pipe."""
+    size = int(_read_line(fd))
+    if not 0 < size <= MAX_REQUEST_BYTES:
+        raise ValueError(f"request of {size} bytes")
+    request: dict[str, Any] = json.loads(_read_exact(fd, size))
+    return request
+
+
+def clip(event: Any) -> dict[str, Any] | None:
+    """A child's event made safe to relay: a dict with an event name, short fields clipped."""
+    if not isinstance(event, dict) or not isinstance(event.get("event"), str):
+        return None
+    if event["event"] in RESERVED:
+        return None
+    for name in SHORT_FIELDS:
+        value = event.get(name)
+        if isinstance(value, str) and len(value) > FIELD_CAP:
+            event[name] = value[:FIELD_CAP] + "…[clipped]"
+    return event
+
+
+def _relay(pipe_fd: int, channel: Channel) -> None:
+    """The child's event lines to the channel until the pipe closes; a line past the cap is cut off."""
+    with os.fdopen(pipe_fd, "rb") as pipe:
+        while line := pipe.readline(EVENT_LINE_CAP):
+            if not line.endswith(b"\n"):  # longer than the cap: skip the rest of it
+                while (rest := pipe.readline(EVENT_LINE_CAP)) and not rest.endswith(b"\n"):
+                    pass
+                continue
+            try:
+                event = clip(json.loads(line.decode("utf-8", "surrogateescape")))
+            except ValueError:
+                continue
+            if event is not None:
+                channel.write(event)
+
+
+def _child(channel: Channel, pipe: tuple[int, int], request: dict[str, Any],
+           workdir: str, runner: Runner) -> None:
+    """In the child: drop the channel and stdin, take the case's limits, run it (never returns)."""
+    try:
+        os.close(channel.fd)
+        os.close(pipe[0])
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.setpgid(0, 0)  # its own group: the supervisor's stays out of a killpg(0) of the case
+        for name, value in (request.get("rlimits") or {}).items():
+            limit = getattr(resource, name)
+            _, hard = resource.getrlimit(limit)
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(limit, (value, value))
+        runner(request, f"fd:{pipe[1]}", workdir)
+    finally:
+        os._exit(70)
+
+
+def _exit_event(status: int, usage: Any) -> dict[str, Any]:
+    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    return {"event": "exit", "returncode": os.waitstatus_to_exitcode(status),
+            "signal": signal.Signals(sig).name if sig else None,
+            "maxrss_kb": usage.ru_maxrss,
+            "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3)}
+
+
+def serve(target: str, workdir: str, warm: Callable[[], None], runner: Runner) -> None:
+    """Warm up, wait for one request, run it in a child, report; exit as the child did."""
+    channel = Channel(target)
+    _nondumpable()
+    warm()
+    channel.write({"event": "ready"})
+    request = read_request(0)
+    pipe = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        _child(channel, pipe, request, workdir, runner)
+    os.close(pipe[1])
+    channel.key = bytes.fromhex(_read_line(0, 256).decode())
+    relay = threading.Thread(target=_relay, args=(pipe[0], channel), daemon=True)
+    relay.start()
+    _, status, usage = os.wait4(pid, 0)
+    # What the child sent before it died is relayed; its orphans may hold the pipe open.
+    relay.join(timeout=2)
+    channel.write(_exit_event(status, usage))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.WIFSIGNALED(status):
+        os._exit(128 + os.WTERMSIG(status))
+    os._exit(os.waitstatus_to_exitcode(status))

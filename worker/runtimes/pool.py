@@ -1,0 +1,120 @@
+"""Warm sandboxes: started ahead with TVM imported, each used for exactly one run, then replaced.
+
+A pool keeps up to `size` waiting sandboxes per key (an environment and the
+limits the sandbox was started with). `take` hands one out (it is never given
+back: the runtime ends it after its one run) and starts a replacement in the
+background. A sandbox that died while waiting is dropped when found and never
+handed out; one that waited longer than `idle_s` is stopped by the reaper.
+Both runtimes use it: the local runtime's sandbox is a bubblewrap process,
+Docker's a container.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable
+from typing import Generic, Protocol, TypeVar
+
+log = logging.getLogger(__name__)
+
+
+class WaitingSandbox(Protocol):
+    """What the pool needs of a sandbox."""
+
+    def alive(self) -> bool:
+        """Whether it still waits for its case (it did not die)."""
+        ...
+
+    def discard(self) -> None:
+        """Stop it and remove what it holds."""
+        ...
+
+
+S = TypeVar("S", bound=WaitingSandbox)
+
+
+class WarmPool(Generic[S]):
+    """Single-use sandboxes started ahead, per key."""
+
+    def __init__(self, start: Callable[[Hashable], S], size: int, idle_s: float) -> None:
+        self.start, self.size, self.idle_s = start, size, idle_s
+        self.waiting: dict[Hashable, list[tuple[float, S]]] = {}
+        self.starting: dict[Hashable, int] = {}
+        self.lock = threading.Lock()
+        self.closed = False
+        self.reaper = threading.Thread(target=self._reap_forever, daemon=True)
+        self.reaper.start()
+
+    def take(self, key: Hashable) -> S | None:
+        """A live waiting sandbox for `key` (None when there is none); a replacement is started."""
+        found: S | None = None
+        with self.lock:
+            queue = self.waiting.get(key, [])
+            while queue and found is None:
+                _, sandbox = queue.pop(0)
+                if sandbox.alive():
+                    found = sandbox
+                else:  # died while waiting: it costs no run
+                    threading.Thread(target=sandbox.discard, daemon=True).start()
+        self.fill(key)
+        return found
+
+    def fill(self, key: Hashable) -> None:
+        """Start, in the background, the sandboxes `key` lacks."""
+        with self.lock:
+            missing = self.size - len(self.waiting.get(key, [])) - self.starting.get(key, 0)
+            if self.closed or missing <= 0:
+                return
+            self.starting[key] = self.starting.get(key, 0) + missing
+        for _ in range(missing):
+            threading.Thread(target=self._start_one, args=(key,), daemon=True).start()
+
+    def _start_one(self, key: Hashable) -> None:
+        sandbox: S | None = None
+        try:
+            sandbox = self.start(key)
+        except Exception:  # the next take starts a cold one and reports the fault with the run
+            log.exception("could not start a warm sandbox for %s", key)
+        with self.lock:
+            self.starting[key] -= 1
+            if sandbox is not None and not self.closed:
+                self.waiting.setdefault(key, []).append((time.monotonic(), sandbox))
+                sandbox = None
+        if sandbox is not None:
+            sandbox.discard()
+
+    def count(self, key: Hashable) -> int:
+        """How many sandboxes wait for `key` now."""
+        with self.lock:
+            return len(self.waiting.get(key, []))
+
+    def reap(self) -> int:
+        """Stop the sandboxes that waited longer than idle_s, or died; how many."""
+        now = time.monotonic()
+        gone: list[S] = []
+        with self.lock:
+            for key, queue in self.waiting.items():
+                keep = [(t, s) for t, s in queue if now - t < self.idle_s and s.alive()]
+                gone += [s for t, s in queue if (t, s) not in keep]
+                self.waiting[key] = keep
+        for sandbox in gone:
+            sandbox.discard()
+        return len(gone)
+
+    def _reap_forever(self) -> None:
+        while not self.closed:
+            time.sleep(min(self.idle_s / 4, 30.0))
+            with contextlib.suppress(Exception):
+                self.reap()
+
+    def close(self) -> None:
+        """Stop every waiting sandbox; none is started after."""
+        with self.lock:
+            self.closed = True
+            gone = [s for queue in self.waiting.values() for _, s in queue]
+            self.waiting.clear()
+        for sandbox in gone:
+            sandbox.discard()

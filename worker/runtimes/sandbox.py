@@ -1,0 +1,171 @@
+"""One local sandbox process: started, warmed up (TVM imported), handed one case, then ended.
+
+The process is the harness's supervisor (images/harness/supervisor.py) inside
+bubblewrap. Its events come back on a pipe: first an unsigned `ready` once TVM
+is imported, then, after the hand-over (the case, then a fresh key on stdin),
+the lines it signed with that key. Its work directory is a tmpfs mounted for
+it with a size and an inode cap; everything it holds goes when it is discarded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from worker.runtimes.base import (
+    EVENTS_READ_CAP,
+    WORKDIR_INODES,
+    CappedReader,
+    Execution,
+    Limits,
+    SandboxJob,
+    exit_status,
+    handover_bytes,
+    verified_events,
+)
+
+READY_TIMEOUT_S = 300  # importing TVM on a loaded machine; past it the sandbox is a fault
+
+
+class EventsReader(CappedReader):
+    """The events pipe: kept up to a cap; `ready` is set once the supervisor said so."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        super().__init__(stream, EVENTS_READ_CAP)
+        self.ready = threading.Event()
+
+    def run(self) -> None:
+        """Read until EOF, watching the first line for `ready`."""
+        while chunk := self.stream.read1(65536):  # type: ignore[attr-defined]
+            self.output.keep(chunk)
+            if not self.ready.is_set() and b"\n" in self.output.kept:
+                first = bytes(self.output.kept.split(b"\n", 1)[0])
+                if b'"event": "ready"' in first:
+                    self.ready.set()
+
+
+# Mounts the work directory's tmpfs in a private mount namespace, then runs the sandbox: the
+# mount is the sandbox's alone and goes with it, even when the worker dies.
+_MOUNT_THEN_EXEC = 'o=$1; d=$2; shift 2; mount -t tmpfs -o "$o" tmpfs "$d" || exit 97; exec "$@"'
+
+
+def with_workdir_tmpfs(unshare: str | None, command: list[str], path: Path, limits: Limits,
+                       uid: int) -> tuple[list[str], str]:
+    """`command` run with a size- and inode-capped tmpfs at `path`; what the work directory is."""
+    if unshare is None:  # not root: a plain directory, uncapped
+        os.chown(path, uid, uid)
+        return command, "directory (no size cap: no mount namespace here)"
+    options = (f"size={limits.tmpfs_mb}m,nr_inodes={WORKDIR_INODES},mode=0700,uid={uid},gid={uid},"
+               "nosuid,nodev")
+    wrapped = [unshare, "--mount", "--propagation", "private", "--", "sh", "-c", _MOUNT_THEN_EXEC,
+               "sh", options, str(path), *command]
+    return wrapped, f"tmpfs size={limits.tmpfs_mb}m inodes={WORKDIR_INODES}"
+
+
+class LocalSandbox:
+    """A started sandbox process waiting for its one case."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], rundir: Path, limits: Limits,
+                 isolation: dict[str, Any], hold: contextlib.ExitStack, log_cap: int) -> None:
+        self.proc, self.rundir, self.limits = proc, rundir, limits
+        self.isolation, self.hold = isolation, hold
+        assert proc.stdout is not None and proc.stderr is not None
+        self.outputs = [CappedReader(s, log_cap) for s in (proc.stdout, proc.stderr)]
+        self.events: EventsReader | None = None
+        self.discarded = False
+
+    def watch(self, events_stream: IO[bytes]) -> None:
+        """Start reading its events and output."""
+        self.events = EventsReader(events_stream)
+        for reader in (self.events, *self.outputs):
+            reader.start()
+
+    def alive(self) -> bool:
+        """Whether it still runs (a sandbox that died while waiting is not handed a case)."""
+        return self.proc.poll() is None
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> bool:
+        """Wait until it has imported TVM and waits; False when it died or took too long."""
+        assert self.events is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.events.ready.wait(0.05):
+                return self.alive()
+            if not self.alive():
+                return False
+        return False
+
+    def hand_over(self, job: SandboxJob, limits: Limits, key: bytes) -> bool:
+        """Give it the case and the key; False when it was gone (it died while waiting)."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(handover_bytes(job, limits, key))
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            return False
+        return True
+
+    def finish(self, job: SandboxJob, key: bytes, handed_at: float) -> Execution:
+        """Wait for the run (its time limit counts from the hand-over) and collect it."""
+        timed_out = False
+        try:
+            self.proc.wait(timeout=max(0.0, handed_at + job.timeout_s - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            self.kill()
+        seconds = time.monotonic() - handed_at
+        assert self.events is not None
+        for reader in (self.events, *self.outputs):
+            reader.join(timeout=10)
+        events = verified_events(bytes(self.events.output.kept), key)
+        said = exit_status(events)
+        rc = said[0] if said else self.proc.returncode
+        sig = said[1] if said else signal_of(self.proc.returncode)
+        return Execution(
+            events=[e for e in events if e["event"] != "exit"], returncode=rc, signal=sig,
+            timed_out=timed_out, stdout=self.outputs[0].output.text(),
+            stderr=self.outputs[1].output.text(),
+            truncated=any(r.output.truncated for r in self.outputs), seconds=seconds,
+            isolation={**self.isolation, **job_limits_summary(job, self.limits)})
+
+    def kill(self) -> None:
+        """Kill the whole sandbox (bubblewrap's PID namespace takes everything in it along)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def discard(self) -> None:
+        """End it and remove its work directory; the environment's build is let go."""
+        if self.discarded:
+            return
+        self.discarded = True
+        if self.proc.poll() is None:
+            self.kill()
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            with contextlib.suppress(Exception):
+                stream.close()  # type: ignore[union-attr]
+        shutil.rmtree(self.rundir, ignore_errors=True)
+        self.hold.close()
+
+
+def signal_of(rc: int | None) -> str | None:
+    """The signal in a sandbox's own exit status (bwrap reports a child's signal N as 128+N)."""
+    from worker.runtimes.base import signal_name
+
+    if rc is None:
+        return None
+    if rc < 0:
+        return signal_name(-rc)
+    return signal_name(rc - 128) if 128 < rc < 128 + 65 else None
+
+
+def job_limits_summary(job: SandboxJob, started_with: Limits) -> dict[str, Any]:
+    """The isolation's limits: the case's own (the supervisor applied them to its child)."""
+    return {"memory_mb": job.memory_mb, "timeout_s": job.timeout_s, "pids": started_with.pids}
