@@ -239,7 +239,7 @@ def report_command(job_id: str, markdown: bool, server: str | None) -> None:
     from rich.markdown import Markdown
 
     from cli.remote import ApiClient
-    from cli.report import render_report
+    from tvmrepro.report import render_report
 
     text = render_report(ApiClient(server or Settings.from_env().server).job(job_id))
     if markdown:

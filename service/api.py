@@ -14,6 +14,7 @@ from service.jobs import JobService
 from service.openapi import openapi_document
 from tvmrepro.errors import BadInput
 from tvmrepro.models import ErrorBody, ErrorDetail, IRView
+from tvmrepro.report import render_report
 from tvmrepro.store import QueueFull
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,15 @@ def get_job(job_id: str) -> tuple[Response, int]:
     """A job with its runs and matrix."""
     job = service().job(job_id)
     return answer(job) if job else error(404, f"no job {job_id!r}")
+
+
+@api.get("/jobs/<job_id>/report.md")
+def get_report(job_id: str) -> Response | tuple[Response, int]:
+    """The job's Markdown report, ready to paste into a TVM issue."""
+    job = service().job(job_id)
+    if job is None:
+        return error(404, f"no job {job_id!r}")
+    return Response(render_report(job, service().catalog), mimetype="text/markdown")
 
 
 def _result_id(job_id: str, run_id: str) -> str | None:

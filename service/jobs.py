@@ -39,6 +39,7 @@ from tvmrepro.queue import broker_ping, make_celery, publish_run
 from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store, open_store
+from tvmrepro.symbols import symbol_traces
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +187,9 @@ class JobService:
             created_at=_iso(job.created_at), environments=job.environments,
             variants=job.variants, bypass_cache=job.bypass_cache,
             cached_runs=sum(run.cached for run in runs), runs=runs,
-            matrix=build_matrix(job, comparisons), case=job.case, bisect=bisect)
+            matrix=build_matrix(job, comparisons), case=job.case, bisect=bisect,
+            symbols=symbol_traces([{"variant": run.variant, "environment": run.environment,
+                                    **(run.result or {})} for run in job.runs]))
 
     def result_id(self, job_id: str, run_id: str) -> str | None:
         """The id under which a finished run's result is stored (None: unknown or unfinished)."""

@@ -36,6 +36,7 @@ class Route:
     responses: dict[int, type[BaseModel]]
     request: type[BaseModel] | None = None
     query: dict[str, str] = field(default_factory=dict)
+    text: str | None = None  # a 200 that is text of this media type, not a model
 
 
 _JOB = "/api/v1/jobs/{job_id}"
@@ -54,6 +55,8 @@ ROUTES = (
     Route("get", _JOB + "/compare", "Where two runs' IR first differs, with a diff",
           query={"a": "a run id of the job", "b": "another run id of the job"},
           responses={200: Comparison, 400: ErrorBody, 404: ErrorBody}),
+    Route("get", _JOB + "/report.md", "The job's report, ready to paste into a TVM issue",
+          responses={404: ErrorBody}, text="text/markdown"),
     Route("get", "/api/v1/environments", "Pinned environments and the workers serving them",
           responses={200: EnvironmentList}),
     Route("get", "/api/v1/passes", "The pass names of each environment's TVM (for completion)",
@@ -78,6 +81,9 @@ def _operation(route: Route) -> dict[str, Any]:
                     "content": {"application/json": {
                         "schema": {"$ref": REF.format(model=model.__name__)}}}}
         for code, model in route.responses.items()}}
+    if route.text is not None:
+        op["responses"]["200"] = {"description": route.summary,
+                                  "content": {route.text: {"schema": {"type": "string"}}}}
     if params := _parameters(route):
         op["parameters"] = params
     if route.request is not None:

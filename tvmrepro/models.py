@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from tvmrepro.lifecycle import JobStatus, RunState
+from tvmrepro.symbols import SymbolTrace
 
 # The case is validated by tvmrepro.cases (errors name case.<field>); its schema is Case's.
 CaseJson = Annotated[dict[str, Any],
@@ -190,6 +191,9 @@ class JobView(BaseModel):
     matrix: Matrix
     case: dict[str, Any]
     bisect: Bisection | None = Field(default=None, description="a bisect job's answer so far")
+    symbols: list[SymbolTrace] = Field(
+        default_factory=list, description="every global function an error names, followed "
+                                          "through the passes of each variant and environment")
 
 
 class LogView(BaseModel):

@@ -1,22 +1,84 @@
-"""A job as a report ready to paste into a TVM issue (GitHub-flavoured Markdown)."""
+"""A job as a report ready to paste into a TVM issue (GitHub-flavoured Markdown).
+
+The report concludes first (which releases fail, which pass, since when), then
+gives what a maintainer needs to act without tvm-repro: per failing environment
+its exact pins and a standalone script, the module as TVMScript, the errors
+grouped by signature, the symbol trace, where the variants part (one diff when
+it is the same everywhere) and outputs that differ.
+"""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from tvmrepro.bisect_report import render_bisect
 from tvmrepro.environments import Catalog, default_catalog
-from tvmrepro.models import Cell, JobView, Matrix
+from tvmrepro.models import Cell, Comparison, JobView, Matrix
 from tvmrepro.reduce_report import render_reduce
 
 PINNED = ("apache-tvm", "apache-tvm-ffi", "numpy")
 MAX_MESSAGE_CHARS = 2000
+FAILING = ("error", "crash", "timeout", "oom")
+
+
+def _release(env_id: str, catalog: Catalog) -> str:
+    return catalog.get(env_id).release if env_id in catalog.ids else env_id
+
+
+def _span(env_ids: list[str], catalog: Catalog) -> str:
+    releases = [_release(e, catalog) for e in env_ids]
+    return releases[0] if len(releases) == 1 else f"{releases[0]} → {releases[-1]}"
+
+
+def _variant_verdict(variant: str, row: list[Cell], catalog: Catalog) -> str:
+    """One sentence: where this variant fails and where it passes."""
+    failing = [c.environment for c in row if c.status in FAILING]
+    passing = [c.environment for c in row if c.status == "ok"]
+    differs = [c.environment for c in row if c.outputs == "differs"]
+    done = [c for c in row if c.status is not None]
+    if not done:
+        return f"`{variant}`: no result yet"
+    if failing and len(failing) == len(done):
+        kinds = sorted({c.status or "" for c in row if c.status in FAILING})
+        text = (f"`{variant}` fails ({', '.join(kinds)}) on every tested release "
+                f"({_span(failing, catalog)}, {len(failing)} release(s))")
+    elif failing:
+        text = (f"`{variant}` fails on {', '.join(_release(e, catalog) for e in failing)} and "
+                f"passes on {', '.join(_release(e, catalog) for e in passing) or 'none'}")
+    elif passing and len(passing) == len(done):
+        text = f"`{variant}` passes on every tested release ({_span(passing, catalog)})"
+    else:
+        text = f"`{variant}`: " + ", ".join(f"{c.status} on {_release(c.environment, catalog)}"
+                                             for c in done)
+    if differs:
+        text += f"; its outputs differ on {', '.join(_release(e, catalog) for e in differs)}"
+    return text
+
+
+def conclusion(job: JobView, catalog: Catalog) -> str:
+    """The report's first line: what fails where (and since when, for a bisection)."""
+    matrix = job.matrix
+    parts = [_variant_verdict(v, row, catalog) for v, row in zip(matrix.variants, matrix.cells,
+                                                                 strict=True)]
+    bisect = job.bisect
+    if bisect is not None and bisect.verdict == "changed" and bisect.first_changed:
+        parts.append(f"it changed in {_release(bisect.first_changed, catalog)} "
+                     f"(last before: {_release(bisect.last_before_change or '', catalog)})")
+    elif bisect is not None and bisect.finished:
+        parts.append(f"bisection: {bisect.verdict.replace('_', '-')}")
+    return "**" + "; ".join(parts) + ".**"
 
 
 def _cell_text(cell: Cell) -> str:
     if cell.status is None:
         return str(cell.state.value)
-    return f"`{cell.status}`" + (f" at `{cell.stage}`" if cell.stage else "")
+    text = f"`{cell.status}`" + (f" at `{cell.stage}`" if cell.stage else "")
+    if cell.outputs == "differs" and cell.output_error is not None:
+        error = cell.output_error
+        size = f" max abs {error.max_abs_error:.3g}" if error.max_abs_error is not None else ""
+        text += f", outputs differ ({error.reason}{size})"
+    return text
 
 
 def _matrix_table(matrix: Matrix) -> list[str]:
@@ -28,12 +90,16 @@ def _matrix_table(matrix: Matrix) -> list[str]:
     return lines
 
 
+def _results(job: JobView) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(r.variant, r.environment): (r.result or {}) for r in job.runs}
+
+
 def _errors(job: JobView) -> list[str]:
-    messages = {(r.variant, r.environment): (r.result or {}) for r in job.runs}
+    results = _results(job)
     lines = []
     for group in job.matrix.groups:
         cells = group.cells
-        first = messages[(cells[0].variant, cells[0].environment)]
+        first = results[(cells[0].variant, cells[0].environment)]
         where = ", ".join(f"`{c.variant}` on `{c.environment}`" for c in cells)
         stage = f" at `{first['stage']}`" if first.get("stage") else ""
         text = f"{first.get('error_type') or ''}: {first.get('message') or ''}".strip(": ")
@@ -42,45 +108,120 @@ def _errors(job: JobView) -> list[str]:
     return lines
 
 
+def _pip_line(env_id: str, catalog: Catalog) -> str:
+    if env_id not in catalog.ids:
+        return f"# {env_id}: pins unknown to this service"
+    return "pip install " + " ".join(catalog.get(env_id).requirements())
+
+
+def _reproducers(job: JobView, catalog: Catalog) -> list[str]:
+    """Per failing variant: its pins and the standalone script, once where scripts agree."""
+    lines: list[str] = []
+    for run_view in job.runs:
+        result = run_view.result or {}
+        if result.get("status") not in FAILING or not result.get("reproducer"):
+            continue
+        body = result["reproducer"].split("\n", 1)[-1]  # the first line names the release
+        if any(body in line for line in lines):
+            continue  # the same script already shown for another environment
+        same = [r.environment for r in job.runs if r.variant == run_view.variant
+                and (r.result or {}).get("status") in FAILING
+                and (r.result or {}).get("reproducer", "").split("\n", 1)[-1] == body]
+        lines += [f"`{run_view.variant}` on {', '.join(f'`{e}`' for e in same)}"
+                  f" (rewrites: {', '.join(result.get('rewrites') or []) or 'none'}):", "",
+                  "```sh", *(_pip_line(e, catalog) for e in same), "```", "",
+                  "<details><summary>repro.py (runs as written, no tvm-repro needed)</summary>",
+                  "", "```python", result["reproducer"].rstrip("\n"), "```", "", "</details>", ""]
+    return lines
+
+
+def _step(comp: Comparison) -> str:
+    step = comp.first_differing_pass
+    assert step is not None
+    return (f"after step {step.index + 1}: `{step.a}` in `{comp.a.variant}`, "
+            f"`{step.b}` in `{comp.b.variant}`")
+
+
+def _same_part(comp: Comparison) -> tuple[str, str, str]:
+    """What two comparisons share when they show the same change (the diff's headers name
+    the environment, so they are left out)."""
+    body = "\n".join(line for line in comp.diff.splitlines()
+                     if not line.startswith(("--- ", "+++ ")))
+    return comp.b.variant, _step(comp) if comp.first_differing_pass else "", body
+
+
 def _comparisons(matrix: Matrix) -> list[str]:
-    lines = []
+    """Where the variants' IR parts; a diff that is the same in several environments once."""
+    seen: dict[tuple[str, str, str], list[str]] = {}
+    shown: list[Comparison] = []
     for comp in matrix.comparisons:
-        head = f"`{comp.a.variant}` and `{comp.b.variant}` on `{comp.a.environment}`"
-        step = comp.first_differing_pass
-        if comp.identical or step is None:
+        if _same_part(comp) not in seen:
+            seen[_same_part(comp)] = []
+            shown.append(comp)
+        seen[_same_part(comp)].append(comp.a.environment)
+    lines = []
+    for comp in shown:
+        envs = seen[_same_part(comp)]
+        head = (f"`{comp.a.variant}` and `{comp.b.variant}` on "
+                f"{', '.join(f'`{e}`' for e in envs)}")
+        if comp.identical or comp.first_differing_pass is None:
             lines += [f"{head}: the IR is the same after every pass.", ""]
             continue
-        lines += [f"{head} first differ after pass {step.index} (`{step.a}` / `{step.b}`).", "",
-                  "<details><summary>diff of the IR after that pass</summary>", "",
+        lines += [f"{head} first differ {_step(comp)}.", "",
+                  "<details><summary>diff of the IR after that step</summary>", "",
                   "```diff", comp.diff.rstrip("\n"), "```", "", "</details>", ""]
+    return lines
+
+
+def _symbols(job: JobView) -> list[str]:
+    """The symbol trace, one line per variant where every environment tells the same story."""
+    lines: list[str] = []
+    for symbol in dict.fromkeys(t.symbol for t in job.symbols):
+        lines += [f"`{symbol}`:", ""]
+        stories: dict[tuple[str, str], list[str]] = {}
+        for trace in (t for t in job.symbols if t.symbol == symbol):
+            stories.setdefault((trace.variant, trace.summary()), []).append(trace.environment)
+        for (variant, story), envs in stories.items():
+            lines.append(f"- `{variant}` ({', '.join(f'`{e}`' for e in envs)}): {story}")
+        lines.append("")
     return lines
 
 
 def _environments(job: JobView, catalog: Catalog) -> list[str]:
     lines = ["| environment | " + " | ".join(PINNED) + " |", "| --- |" + " --- |" * len(PINNED)]
-    known = set(catalog.ids)
     for env_id in job.environments:
-        pins = catalog.get(env_id).packages if env_id in known else {}
+        pins = catalog.get(env_id).packages if env_id in catalog.ids else {}
         lines.append(f"| `{env_id}` | " + " | ".join(pins.get(p, "?") for p in PINNED) + " |")
     return lines
+
+
+def _case(case: dict[str, Any]) -> list[str]:
+    """The case: its Python as a code block, the rest as JSON."""
+    code = case.get("source") or case.get("script") or ""
+    rest = {k: v for k, v in case.items() if k not in ("source", "script")}
+    return ["<details><summary>The case</summary>", "", "```python", code.rstrip("\n"), "```",
+            "", "```json", json.dumps(rest, indent=2), "```", "", "</details>", ""]
 
 
 def render_report(job: JobView, catalog: Catalog | None = None) -> str:
     """The report of a finished (or unfinished) job, as Markdown."""
     catalog = catalog or default_catalog()
-    title = job.title or f"tvm-repro job {job.id}"
-    lines = [f"### {title}", "",
-             f"Reproduced with tvm-repro (job `{job.id}`, status `{job.status.value}`) on "
+    failed = any(c.status in FAILING or c.outputs == "differs"
+                 for row in job.matrix.cells for c in row)
+    how = "Reproduced with tvm-repro" if failed else "Run with tvm-repro (nothing failed)"
+    lines = [conclusion(job, catalog), "", f"### {job.title or f'tvm-repro job {job.id}'}", "",
+             f"{how}: job `{job.id}` (status `{job.status.value}`) on "
              f"{len(job.environments)} pinned TVM environment(s).", ""]
     # The bisect section is shared with local bisections, which have no job: it reads JSON.
     lines += (_matrix_table(job.matrix) + [""]
-              + render_bisect(job.model_dump(mode="json"), catalog)
+              + render_bisect(job.model_dump(mode="json", by_alias=True), catalog)
               + render_reduce(job.model_dump(mode="json")))
-    if job.matrix.groups:
-        lines += ["#### Errors (cells with the same signature grouped)", ""] + _errors(job)
-    if job.matrix.comparisons:
-        lines += ["#### Where the variants part", ""] + _comparisons(job.matrix)
-    lines += ["#### Environments", ""] + _environments(job, catalog) + [""]
-    lines += ["<details><summary>The case</summary>", "", "```json",
-              json.dumps(job.case, indent=2), "```", "", "</details>", ""]
-    return "\n".join(lines)
+    sections = [("Errors (cells with the same signature grouped)", _errors(job)),
+                ("Reproduce without tvm-repro", _reproducers(job, catalog)),
+                ("The functions the error names, pass by pass", _symbols(job)),
+                ("Where the variants part", _comparisons(job.matrix)),
+                ("Environments", _environments(job, catalog) + [""])]
+    for heading, body in sections:
+        if body:
+            lines += [f"#### {heading}", "", *body]
+    return "\n".join(lines + _case(job.case))

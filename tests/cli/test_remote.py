@@ -12,7 +12,7 @@ import pytest
 from flask import Flask
 
 from cli.remote import ApiClient, ServiceError, matrix_view
-from cli.report import render_report
+from tvmrepro.report import render_report
 from service.app import create_app
 from service.jobs import JobService
 from tests.conftest import NEW_ENV, OLD_ENV, shared_case

@@ -140,3 +140,52 @@ def test_command_line_over_http(stack: Stack) -> None:
     path.write_text(json.dumps(bad_pass))
     refused = cli(stack, "run", str(path), "--env", OLD_ENV)
     assert refused.returncode == 2 and "case.variants[0].passes[1]" in refused.stderr
+
+
+def _python_blocks(markdown: str) -> list[str]:
+    """The ```python blocks of a Markdown text."""
+    return [block.split("\n", 1)[1] for block in markdown.split("```python")[1:]
+            for block in [block.split("```", 1)[0]]]
+
+
+def test_the_report_concludes_and_reproduces_without_tvmrepro(
+        stack: Stack, founding_case: dict[str, Any], tvm_envs: dict[str, Any]) -> None:
+    start(stack)
+    job = stack.wait(stack.submit(founding_body(founding_case, [OLD_ENV, NEW_ENV]))["id"])
+    report = stack.http.get(f"/api/v1/jobs/{job['id']}/report.md")
+    assert report.status_code == 200 and report.headers["content-type"].startswith("text/markdown")
+    text = report.text
+    first = text.splitlines()[0]
+    old, new = (tvm_envs[e].release for e in (OLD_ENV, NEW_ENV))
+    assert first.startswith(f"**`fusetir-once` fails (error) on every tested release ({old} → "
+                            f"{new}, 2 release(s)); `fusetir-twice` passes on every tested"), first
+    assert "Reproduced with tvm-repro" in text
+    bodies = {"\n".join(line for line in comp["diff"].splitlines()[2:])
+              for comp in job["matrix"]["comparisons"]}
+    assert text.count("```diff") == len(bodies)  # a diff that is the same everywhere, once
+    assert "first differ after step 3: `AllocateWorkspace` in `fusetir-once`, `FuseTIR` in " \
+           "`fusetir-twice`" in text
+    assert "appears after LambdaLift (2) as Function; renamed to " \
+           f"{MISSING}1 by AllocateWorkspace (3)" in text
+    scripts = _python_blocks(text)
+    assert len(scripts) == 2  # the reproducer (one script for both releases), then the case
+    assert scripts[1].strip() == founding_case["source"].strip()  # TVMScript, not escaped JSON
+    for env_id in (OLD_ENV, NEW_ENV):
+        assert f"pip install apache-tvm=={tvm_envs[env_id].release} " in text
+        path = stack.home / f"repro-{env_id}.py"
+        path.write_text(scripts[0])
+        python = stack.home / "envs" / env_id / "bin" / "python"
+        proc = subprocess.run([str(python), str(path)], capture_output=True, text=True,
+                              timeout=300, cwd=stack.home)
+        assert f"Cannot find ffi::Function {MISSING}" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_report_where_nothing_failed_does_not_say_reproduced(
+        stack: Stack, founding_case: dict[str, Any]) -> None:
+    start(stack, (NEW_ENV,))
+    body = founding_body(founding_case, [NEW_ENV])
+    body["variants"] = ["fusetir-twice"]
+    job = stack.wait(stack.submit(body)["id"])
+    text = stack.http.get(f"/api/v1/jobs/{job['id']}/report.md").text
+    assert text.startswith("**`fusetir-twice` passes on every tested release")
+    assert "Reproduced" not in text and "Reproduce without" not in text
