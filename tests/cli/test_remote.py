@@ -12,12 +12,12 @@ import pytest
 from flask import Flask
 
 from cli.remote import ApiClient, ServiceError, matrix_view
-from tvmrepro.report import render_report
 from service.app import create_app
 from service.jobs import JobService
 from tests.conftest import NEW_ENV, OLD_ENV, shared_case
 from tvmrepro.environments import default_catalog
 from tvmrepro.lifecycle import JobStatus, RunState
+from tvmrepro.report import render_report
 from tvmrepro.settings import Settings
 from worker.runtimes.fake import FakeRuntime
 
