@@ -268,6 +268,12 @@ class Store:
     def settle_comparisons(self, job_id: str) -> list[Comparison] | None:
         """A finished job's comparisons: stored ones, else computed once and stored (None:
         the job is unknown or not finished)."""
+        # Every finish asks: a count answers "not yet" without reading the job's runs.
+        unfinished = (sa.select(sa.func.count()).select_from(t.runs)
+                      .where(t.runs.c.job_id == job_id, t.runs.c.state != RunState.DONE.value))
+        with self.engine.connect() as conn:
+            if conn.execute(unfinished).scalar_one():
+                return None
         job = self.job(job_id)
         if job is None or not job.finished:
             return None
