@@ -3,6 +3,7 @@ it changed, what ran, and the command that does it again."""
 
 from __future__ import annotations
 
+import json
 import shlex
 from typing import Any
 
@@ -98,6 +99,8 @@ def render_bisect(job: dict[str, Any], catalog: Catalog | None = None) -> list[s
              f"Verdict: **{bisect['verdict']}**: {said}.", ""]
     lines += _probes(bisect) + ["", "Transitions:", ""] + _transitions(bisect)
     lines += ["Environments as they ran:", ""] + _fingerprints(job, bisect, catalog) + [""]
-    lines += [f"To reproduce, save the case below as `{CASE_FILE}` and run:", "", "```sh",
-              reproduce_command(bisect), "```", ""]
+    lines += ["To reproduce, save the case below as `case.json` and run:", "", "```sh",
+              reproduce_command(bisect), "```", "",
+              f"<details><summary>{CASE_FILE}</summary>", "", "```json",
+              json.dumps(job.get("case") or {}, indent=2), "```", "", "</details>", ""]
     return lines

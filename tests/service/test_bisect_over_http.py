@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
-from tvmrepro.report import render_report
 from tests.bisect_support import (
     CPU_RELEASES,
     SKIP_RANGE,
@@ -27,6 +26,7 @@ from tests.bisect_support import (
 from tests.conftest import NEW_ENV, OLD_ENV
 from tests.service.stack import Stack, dump
 from tvmrepro.models import JobView
+from tvmrepro.report import render_report
 from tvmrepro.settings import Settings
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(1500)]
@@ -95,15 +95,23 @@ def test_an_incompatible_release_in_the_middle_is_a_candidate_and_the_report_rep
     done = stack.wait(stack.submit(bisect_body(skip_in_the_middle(), SKIP_RANGE))["id"])
     found = done["bisect"]
     assert found["verdict"] == "inconclusive", dump(found)
-    assert changes(found) == [(SKIP_RANGE[0], SKIP_RANGE[2], "bad", "good", [SKIP_RANGE[1]])]
+    assert changes(found) == [(SKIP_RANGE[0], SKIP_RANGE[2], "bad", "good", [SKIP_RANGE[1]])], \
+        dump(found)
     assert found["probes"][1]["status"] == "incompatible"
     assert found["probes"][1]["verdict"] == "skip"
-    # The reproduce command of the report, run as written (the case saved as case.json).
-    text = render_report(JobView.model_validate(done))
+    # The reproduce command of the report (GET report.md), run as written (the case saved as
+    # case.json).
+    response = stack.http.get(f"/api/v1/jobs/{done['id']}/report.md")
+    assert response.status_code == 200, response.text
+    text = response.text
+    assert text == render_report(JobView.model_validate(done))
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    assert any(t.type == "table_open" for t in tokens)
     command = re.search(r"```sh\n(tvmrepro bisect .*)\n```", text)
     assert command is not None, text
-    (tmp_path / "case.json").write_text(
-        re.search(r"```json\n(.*?)\n```", text, re.S).group(1))  # type: ignore[union-attr]
+    saved = re.search(r"<summary>case.json</summary>\n\n```json\n(.*?)\n```", text, re.S)
+    assert saved is not None, text
+    (tmp_path / "case.json").write_text(saved.group(1))
     words = shlex.split(command.group(1))
     cli = Path(sys.executable).parent / words[0]
     proc = subprocess.run([str(cli), *words[1:]], capture_output=True, text=True, cwd=tmp_path,

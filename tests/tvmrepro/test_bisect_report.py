@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import shlex
 from typing import Any
 
@@ -18,7 +20,7 @@ def job_of(found: dict[str, Any]) -> dict[str, Any]:
     runs = [{"environment": p["environment"], "result": {"tvm": {"version": p["environment"],
                                                                  "libinfo": {"USE_LLVM": "ON"}}}}
             for p in found["probes"]]
-    return {"bisect": found, "runs": runs}
+    return {"bisect": found, "runs": runs, "case": {"script": "import tvm\n"}}
 
 
 def test_the_section_renders_with_its_tables_and_a_command_that_parses_back() -> None:
@@ -33,6 +35,8 @@ def test_the_section_renders_with_its_tables_and_a_command_that_parses_back() ->
     assert sum(t.type == "table_open" for t in tokens) == 2  # probes, environments
     html = MarkdownIt("commonmark").enable("table").render(text)
     assert "non_monotonic" in html and "<code>e2</code>" in html
+    saved = re.search(r"<summary>case.json</summary>\n\n```json\n(.*?)\n```", text, re.S)
+    assert saved is not None and json.loads(saved.group(1)) == {"script": "import tvm\n"}
     command = shlex.split(reproduce_command(found))
     assert command[command.index("--oracle") + 1] == oracle
     assert [command[i + 1] for i, w in enumerate(command) if w == "--env"] == ENVS
