@@ -128,9 +128,12 @@ def run_locally(case: Case, envs: list[Environment], variants: list[str],
               help="With --local: a sandboxed local environment, or the environment's image.")
 @click.option("--json", "as_json", is_flag=True, help="Print {\"runs\": [...]} as JSON.")
 @click.option("--server", default=None, help="Service URL (default $TVMREPRO_SERVER).")
+@click.option("--no-wait", is_flag=True, help="Submit and print the job id; do not wait.")
+@click.option("--bypass-cache", is_flag=True, help="Run again even where a result exists.")
 @reports_errors
 def run(case_file: Path, env_ids: tuple[str, ...], variant_names: tuple[str, ...], local: bool,
-        runtime_name: str, as_json: bool, server: str | None) -> None:
+        runtime_name: str, as_json: bool, server: str | None, no_wait: bool,
+        bypass_cache: bool) -> None:
     """Run a case (.json) or a repro script (.py) on pinned TVM environments."""
     case = load_case_file(case_file)
     envs = _selected_envs(env_ids)
@@ -140,7 +143,7 @@ def run(case_file: Path, env_ids: tuple[str, ...], variant_names: tuple[str, ...
 
         # No --env: every environment that a live worker of the service serves.
         run_remotely(case, envs if env_ids else None, variants,
-                     server or Settings.from_env().server, as_json)
+                     server or Settings.from_env().server, as_json, not no_wait, bypass_cache)
         return
     runs = run_locally(case, envs, variants, runtime_name)
     if as_json:
@@ -322,12 +325,14 @@ main.add_command(bisect_command)
 
 
 def _add_narrowing_commands() -> None:
-    """extract and reduce (their modules use reports_errors from above)."""
+    """extract, reduce and the job readers (their modules use reports_errors from above)."""
     from cli.extract import extract_command
+    from cli.jobs import cancel_command, compare_command, ir_command, jobs_command, log_command
     from cli.reduce import reduce_command
 
-    main.add_command(extract_command)
-    main.add_command(reduce_command)
+    for command in (extract_command, reduce_command, jobs_command, log_command, ir_command,
+                    compare_command, cancel_command):
+        main.add_command(command)
 
 
 _add_narrowing_commands()

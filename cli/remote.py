@@ -17,7 +17,15 @@ from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput, ReproError
 from tvmrepro.lifecycle import JobStatus, RunState
-from tvmrepro.models import EnvironmentList, EnvironmentView, JobView, RunView
+from tvmrepro.models import (
+    Cancelled,
+    Comparison,
+    EnvironmentList,
+    EnvironmentView,
+    JobList,
+    JobView,
+    RunView,
+)
 
 POLL_S = 0.25
 HTTP_TIMEOUT_S = 30.0
@@ -97,6 +105,28 @@ class ApiClient:
         return found
 
 
+    def jobs(self, limit: int, offset: int = 0) -> JobList:
+        """A page of jobs, newest first."""
+        answer = self._call("GET", "/api/v1/jobs", params={"limit": limit, "offset": offset})
+        return _validated(JobList, answer, "GET /jobs")
+
+    def cancel(self, job_id: str) -> Cancelled:
+        """Cancel a job's runs that have no result yet."""
+        path = f"/api/v1/jobs/{job_id}"
+        return _validated(Cancelled, self._call("DELETE", path), f"DELETE {path}")
+
+    def run_part(self, job_id: str, run_id: str, part: str) -> dict[str, Any]:
+        """A run's log or IR (part: 'log' or 'ir')."""
+        found: dict[str, Any] = self._call("GET", f"/api/v1/jobs/{job_id}/runs/{run_id}/{part}")
+        return found
+
+    def compare(self, job_id: str, a: str, b: str) -> Comparison:
+        """Where two runs' IR first differs."""
+        path = f"/api/v1/jobs/{job_id}/compare"
+        return _validated(Comparison, self._call("GET", path, params={"a": a, "b": b}),
+                          f"GET {path}")
+
+
 def _describe(run: RunView) -> str:
     result = run.result or {}
     if run.state != RunState.DONE:
@@ -137,6 +167,11 @@ def matrix_view(job: JobView) -> Group:
             text = Text(cell.status or cell.state.value, style=_STATUS_STYLE.get(cell.status or "", ""))
             text.append(f"\n{cell.stage}" if cell.stage else "")
             text.append(" (cached)" if cell.cached else "", style="dim")
+            if cell.outputs == "differs" and cell.output_error is not None:
+                error = cell.output_error
+                size = f" {error.max_abs_error:.3g}" if error.max_abs_error is not None else ""
+                text.append(f"\noutputs differ ({error.reason}{size}) from "
+                            f"{error.against.variant}@{error.against.environment}", style="red")
             cells.append(text)
         table.add_row(variant, *cells)
     parts: list[Any] = [table]
@@ -147,21 +182,27 @@ def matrix_view(job: JobView) -> Group:
     for comp in matrix.comparisons:
         step = comp.first_differing_pass
         said = ("identical IR after every pass" if comp.identical or step is None else
-                f"IR first differs after pass {step.index} ({step.a} / {step.b})")
+                f"IR first differs after step {step.index + 1} ({step.a} / {step.b})")
         parts.append(Text(f"{comp.a.variant} vs {comp.b.variant} on {comp.a.environment}: {said}"))
+    for trace in job.symbols:
+        parts.append(Text(f"{trace.symbol} in {trace.variant}@{trace.environment}: "
+                          f"{trace.summary()}"))
     return Group(*parts)
 
 
 def run_remotely(case: Case, envs: list[Environment] | None, variants: list[str], server: str,
-                 as_json: bool) -> None:
+                 as_json: bool, wait: bool = True, bypass_cache: bool = False) -> None:
     """Submit a case to the service, wait for it, print the matrix (or JSON)."""
     client = ApiClient(server)
     body = {"kind": "run", "case": case.model_dump(mode="json", exclude_defaults=True),
             "environments": [env.id for env in envs] if envs else "all",
-            "variants": variants}
+            "variants": variants, "bypass_cache": bypass_cache}
     job = client.submit(body)
     console = error_console()
     console.print(f"job {job.id} at {server}", highlight=False)
+    if not wait:  # the id on stdout, for scripts: tvmrepro report "$(tvmrepro run ... --no-wait)"
+        print_json(job.model_dump(mode="json")) if as_json else print(job.id)
+        return
     served = {env.id for env in client.environments() if env.workers}
     for env_id in job.environments:
         if env_id not in served and job.status != JobStatus.DONE:

@@ -20,6 +20,7 @@ from tvmrepro.store import QueueFull
 log = logging.getLogger(__name__)
 RETRY_AFTER_S = 10  # what a 429 suggests
 READ_CHUNK = 64 * 1024
+DEFAULT_PAGE, MAX_PAGE = 20, 200  # jobs per page of GET /api/v1/jobs
 MAX_JSON_DEPTH = 32  # a case nests about 5 levels; deeper is an attack on the parsers
 # Every answer: no content sniffing, and nothing of an API answer may run or be framed.
 SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff"}
@@ -101,6 +102,29 @@ def submit_job() -> tuple[Response, int]:
     response, status = answer(job, 202)
     response.headers["Location"] = url_for("api.get_job", job_id=job.id)
     return response, status
+
+
+@api.get("/jobs")
+def list_jobs() -> tuple[Response, int]:
+    """Jobs, newest first, a page at a time (?limit=, ?offset=)."""
+    limit = _int_arg("limit", DEFAULT_PAGE, 1, MAX_PAGE)
+    return answer(service().jobs(limit, _int_arg("offset", 0, 0, 10 ** 9)))
+
+
+@api.delete("/jobs/<job_id>")
+def cancel_job(job_id: str) -> tuple[Response, int]:
+    """Cancel the runs of a job that have no result yet."""
+    cancelled = service().cancel(job_id)
+    return answer(cancelled) if cancelled else error(404, f"no job {job_id!r}")
+
+
+def _int_arg(name: str, default: int, low: int, high: int) -> int:
+    text = request.args.get(name)
+    if text is None:
+        return default
+    if not text.isdigit() or not low <= int(text) <= high:
+        raise BadInput(name, f"must be an integer from {low} to {high}, got {text!r}")
+    return int(text)
 
 
 @api.get("/jobs/<job_id>")

@@ -26,16 +26,20 @@ from tvmrepro.errors import BadInput
 from tvmrepro.fanout import PlannedRun, fan_out
 from tvmrepro.lifecycle import RunState, cache_key
 from tvmrepro.models import (
+    Cancelled,
     CellRef,
     Comparison,
     EnvironmentList,
     EnvironmentView,
     Health,
+    JobList,
     JobRequest,
+    JobSummary,
     JobView,
     RunView,
 )
 from tvmrepro.queue import broker_ping, make_celery, publish_run
+from tvmrepro.results import Result, Status
 from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store, open_store
@@ -220,6 +224,27 @@ class JobService:
                 packages=env.packages, workers=served.get(env.id, 0),
                 waiting=waiting.get(env.id, 0), fingerprint=shown))
         return EnvironmentList(environments=views)
+
+    def jobs(self, limit: int, offset: int) -> JobList:
+        """A page of jobs, newest first."""
+        rows, total = self.store.job_page(limit, offset)
+        jobs = [JobSummary(id=r["id"], kind=r["kind"], title=r["title"],
+                           created_at=_iso(r["created_at"]), runs=r["runs"], done=r["done"] or 0)
+                for r in rows]
+        more = offset + len(jobs) < total
+        return JobList(jobs=jobs, total=total, next_offset=offset + len(jobs) if more else None)
+
+    def cancel(self, job_id: str) -> Cancelled | None:
+        """End every run of the job that has no result as `infra_error` Cancelled (None: no job)."""
+        if self.store.job(job_id) is None:
+            return None
+        cancelled = 0
+        for run in self.store.unfinished_of(job_id):
+            result = Result(environment=run.environment, variant=run.variant,
+                            status=Status.INFRA_ERROR, error_type="Cancelled",
+                            message="cancelled before it finished", signature="Cancelled")
+            cancelled += self.store.finish(run.id, result)
+        return Cancelled(id=job_id, cancelled_runs=cancelled)
 
     def health(self) -> Health:
         """Whether the store and the broker answer."""

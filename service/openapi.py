@@ -11,11 +11,13 @@ from pydantic.json_schema import models_json_schema
 from service.web import PassNames
 from tvmrepro.cases import Case
 from tvmrepro.models import (
+    Cancelled,
     Comparison,
     EnvironmentList,
     ErrorBody,
     Health,
     IRView,
+    JobList,
     JobRequest,
     JobView,
     LogView,
@@ -37,6 +39,7 @@ class Route:
     request: type[BaseModel] | None = None
     query: dict[str, str] = field(default_factory=dict)
     text: str | None = None  # a 200 that is text of this media type, not a model
+    optional: tuple[str, ...] = ()  # query parameters that may be left out
 
 
 _JOB = "/api/v1/jobs/{job_id}"
@@ -44,6 +47,12 @@ _RUN = _JOB + "/runs/{run_id}"
 ROUTES = (
     Route("post", "/api/v1/jobs", "Submit a job: a case, environments, variants", request=JobRequest,
           responses={202: JobView, 400: ErrorBody, 413: ErrorBody, 429: ErrorBody}),
+    Route("get", "/api/v1/jobs", "Jobs, newest first, a page at a time",
+          query={"limit": "jobs per page (1-200, default 20)", "offset": "jobs to skip"},
+          optional=("limit", "offset"),
+          responses={200: JobList, 400: ErrorBody}),
+    Route("delete", _JOB, "Cancel the runs of a job that have no result yet",
+          responses={200: Cancelled, 404: ErrorBody}),
     Route("get", _JOB, "A job: status, runs and the variant x environment matrix",
           responses={200: JobView, 404: ErrorBody}),
     Route("get", _RUN, "One run's full result (log and per-pass IR included)",
@@ -70,7 +79,8 @@ def _parameters(route: Route) -> list[dict[str, Any]]:
     params = [{"name": name.strip("{}"), "in": "path", "required": True,
                "schema": {"type": "string"}}
               for name in route.path.split("/") if name.startswith("{")]
-    params += [{"name": name, "in": "query", "required": True, "description": text,
+    params += [{"name": name, "in": "query", "required": name not in route.optional,
+                "description": text,
                 "schema": {"type": "string"}} for name, text in route.query.items()]
     return params
 

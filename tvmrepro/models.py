@@ -196,6 +196,32 @@ class JobView(BaseModel):
                                           "through the passes of each variant and environment")
 
 
+class JobSummary(BaseModel):
+    """One line of the job list."""
+
+    id: str
+    kind: str
+    title: str
+    created_at: str
+    runs: int
+    done: int = Field(description="runs with a result")
+
+
+class JobList(BaseModel):
+    """GET /api/v1/jobs: a page of jobs, newest first."""
+
+    jobs: list[JobSummary]
+    total: int
+    next_offset: int | None = Field(description="the offset of the next page (null: last page)")
+
+
+class Cancelled(BaseModel):
+    """DELETE /api/v1/jobs/<id>: what was cancelled."""
+
+    id: str
+    cancelled_runs: int = Field(description="runs that had no result and now end as cancelled")
+
+
 class LogView(BaseModel):
     """A run's output, each stream capped."""
 

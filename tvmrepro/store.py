@@ -177,6 +177,26 @@ class Store:
         comparisons = stored.data if stored is not None and stored.runs == len(runs) else None
         return JobRow.model_validate({**dict(row), "runs": runs, "comparisons": comparisons})
 
+    def job_page(self, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
+        """Jobs newest first (id, kind, title, created_at, runs, done), and how many there are."""
+        done = sa.func.sum(sa.case((t.runs.c.state == RunState.DONE.value, 1), else_=0))
+        query = (sa.select(t.jobs.c.id, t.jobs.c.kind, t.jobs.c.title, t.jobs.c.created_at,
+                           sa.func.count(t.runs.c.id).label("runs"), done.label("done"))
+                 .outerjoin(t.runs, t.runs.c.job_id == t.jobs.c.id).group_by(t.jobs.c.id)
+                 .order_by(t.jobs.c.created_at.desc(), t.jobs.c.id).limit(limit).offset(offset))
+        with self.engine.connect() as conn:
+            rows = [dict(r) for r in conn.execute(query).mappings()]
+            total = int(conn.execute(sa.select(sa.func.count()).select_from(t.jobs)).scalar_one())
+        return rows, total
+
+    def unfinished_of(self, job_id: str) -> list[RunRow]:
+        """A job's runs that have no result yet, in order."""
+        query = (sa.select(t.runs).where(t.runs.c.job_id == job_id,
+                                         t.runs.c.state != RunState.DONE.value)
+                 .order_by(t.runs.c.ordinal))
+        with self.engine.connect() as conn:
+            return [RunRow.model_validate(dict(r)) for r in conn.execute(query).mappings()]
+
     def run(self, job_id: str, run_id: str) -> RunRow | None:
         """One run of a job, or None."""
         query = sa.select(t.runs).where(t.runs.c.id == run_id, t.runs.c.job_id == job_id)

@@ -125,7 +125,7 @@ def test_command_line_over_http(stack: Stack) -> None:
     table = cli(stack, "run", case, "--env", OLD_ENV, "--env", NEW_ENV)
     assert table.returncode == 0, table.stderr
     assert "(cached)" in table.stderr  # the progress lines say where results came from
-    assert "first differs after pass 2 (AllocateWorkspace / FuseTIR)" in table.stdout
+    assert "first differs after step 3 (AllocateWorkspace / FuseTIR)" in table.stdout
 
     report = cli(stack, "report", out["job"]["id"], "--markdown")
     assert report.returncode == 0, report.stderr

@@ -1,0 +1,109 @@
+"""Reading the service's jobs from the command line: list, log, IR, compare, cancel.
+
+A run is named as VARIANT@ENVIRONMENT within a job (the run ids stay accepted), so
+nobody copies 32-character ids around.
+"""
+
+from __future__ import annotations
+
+import click
+
+from cli.cli import reports_errors
+from cli.output import print_json
+from cli.remote import ApiClient
+from tvmrepro.errors import BadInput
+from tvmrepro.models import JobView
+from tvmrepro.settings import Settings
+
+server_option = click.option("--server", default=None,
+                             help="Service URL (default $TVMREPRO_SERVER).")
+
+
+def _client(server: str | None) -> ApiClient:
+    return ApiClient(server or Settings.from_env().server)
+
+
+def run_id_of(job: JobView, name: str, field: str) -> str:
+    """The run id that VARIANT@ENVIRONMENT (or a run id, or a unique prefix of one) names."""
+    variant, at, env = name.partition("@")
+    found = [r.id for r in job.runs if (at and r.variant == variant and r.environment == env)
+             or (not at and r.id.startswith(name))]
+    if len(found) != 1:
+        cells = ", ".join(f"{r.variant}@{r.environment}" for r in job.runs)
+        raise BadInput(field, f"{name!r} names {len(found)} runs of job {job.id}; its runs: {cells}")
+    return found[0]
+
+
+@click.command("jobs")
+@click.option("--limit", type=click.IntRange(1, 200), default=20, help="Jobs to show.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@server_option
+@reports_errors
+def jobs_command(limit: int, as_json: bool, server: str | None) -> None:
+    """The service's jobs, newest first."""
+    page = _client(server).jobs(limit)
+    if as_json:
+        print_json(page.model_dump(mode="json"))
+        return
+    for job in page.jobs:
+        click.echo(f"{job.id}  {job.created_at}  {job.kind:<6} {job.done}/{job.runs} runs  "
+                   f"{job.title}")
+
+
+@click.command("log")
+@click.argument("job_id")
+@click.argument("run")
+@server_option
+@reports_errors
+def log_command(job_id: str, run: str, server: str | None) -> None:
+    """What a run printed (RUN: VARIANT@ENVIRONMENT)."""
+    client = _client(server)
+    log = client.run_part(job_id, run_id_of(client.job(job_id), run, "RUN"), "log")
+    click.echo(log["stdout"], nl=False)
+    click.echo(log["stderr"], nl=False, err=True)
+
+
+@click.command("ir")
+@click.argument("job_id")
+@click.argument("run")
+@click.option("--step", type=int, default=None, help="Only the IR after this step (1-based).")
+@server_option
+@reports_errors
+def ir_command(job_id: str, run: str, step: int | None, server: str | None) -> None:
+    """A run's TVMScript after each pass (RUN: VARIANT@ENVIRONMENT)."""
+    client = _client(server)
+    passes = client.run_part(job_id, run_id_of(client.job(job_id), run, "RUN"), "ir")["passes"]
+    if step is not None and not 1 <= step <= len(passes):
+        raise BadInput("--step", f"the run has steps 1 to {len(passes)}, not {step}")
+    for index, record in enumerate(passes, start=1):
+        if step in (None, index):
+            click.echo(f"# after step {index}: {record['name']}\n{record['ir']}")
+
+
+@click.command("compare")
+@click.argument("job_id")
+@click.argument("a")
+@click.argument("b")
+@server_option
+@reports_errors
+def compare_command(job_id: str, a: str, b: str, server: str | None) -> None:
+    """Where two runs' IR first differs (each VARIANT@ENVIRONMENT), with the diff."""
+    client = _client(server)
+    job = client.job(job_id)
+    found = client.compare(job_id, run_id_of(job, a, "A"), run_id_of(job, b, "B"))
+    step = found.first_differing_pass
+    if found.identical or step is None:
+        click.echo(f"{a} and {b}: the IR is the same after every pass")
+        return
+    click.echo(f"{a} and {b} first differ after step {step.index + 1} ({step.a} / {step.b})")
+    click.echo(found.diff)
+
+
+@click.command("cancel")
+@click.argument("job_id")
+@server_option
+@reports_errors
+def cancel_command(job_id: str, server: str | None) -> None:
+    """Cancel a job's runs that have no result yet."""
+    done = _client(server).cancel(job_id)
+    click.echo(f"job {done.id}: {done.cancelled_runs} run(s) cancelled")

@@ -1,0 +1,44 @@
+"""A real miscompile through the service: the release that computes another result differs.
+
+apache/tvm#20105 (tests/cases/relax-adaptive-avg-pool2d-nested-init): before 0.27.0rc0,
+adaptive_avg_pool2d with overlapping windows dropped a row of every window. Every
+release builds and runs it; only the outputs tell.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO
+from tests.service.stack import Stack, founding_body
+from tvmrepro.environments import default_catalog
+from tvmrepro.settings import Settings
+from worker.provision import provision
+
+pytestmark = [pytest.mark.tvm, pytest.mark.timeout(600)]
+WRONG, RIGHT = "tvm-0.26.0-cpu", ("tvm-0.27.0-cpu", "tvm-0.27.0.post1-cpu")
+CASE = REPO / "tests" / "cases" / "relax-adaptive-avg-pool2d-nested-init" / "case.json"
+
+
+def test_a_miscompile_shows_in_the_matrix_and_the_report(stack: Stack, settings: Settings) -> None:
+    envs = [WRONG, *RIGHT]
+    for env_id in envs:
+        provision(settings, default_catalog().get(env_id))
+    stack.start_api()
+    for env_id in envs:
+        stack.start_worker(env_id)
+    case: dict[str, Any] = json.loads(CASE.read_text())
+    job = stack.wait(stack.submit(founding_body(case, envs))["id"], timeout=300)
+    (row,) = job["matrix"]["cells"]
+    assert [c["status"] for c in row] == ["ok", "ok", "ok"], json.dumps(row)[:2000]
+    assert [c["outputs"] for c in row] == ["differs", "same", "same"]
+    error = row[0]["output_error"]
+    assert error["reason"] == "values" and error["max_abs_error"] > 0.1
+    assert error["against"]["environment"] in RIGHT
+    report = stack.http.get(f"/api/v1/jobs/{job['id']}/report.md").text
+    assert report.splitlines()[0].endswith(f"its outputs differ on "
+                                           f"{default_catalog().get(WRONG).release}.**")
+    assert "outputs differ (values max abs" in report and "Reproduced with tvm-repro" in report
