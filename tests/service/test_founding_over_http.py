@@ -132,6 +132,22 @@ def test_command_line_over_http(stack: Stack) -> None:
     assert "| `fusetir-once` | `error` at `vm_init` | `error` at `vm_init` |" in report.stdout
     assert "```diff" in report.stdout and MISSING in report.stdout
 
+    job_id = out["job"]["id"]
+    listed = cli(stack, "jobs", "--json")
+    assert job_id in [j["id"] for j in json.loads(listed.stdout)["jobs"]], listed.stderr
+    log = cli(stack, "log", job_id, f"fusetir-once@{OLD_ENV}")
+    assert log.returncode == 0 and MISSING in log.stderr, log.stderr
+    ir = cli(stack, "ir", job_id, f"fusetir-once@{NEW_ENV}", "--step", "3")
+    assert ir.stdout.startswith("# after step 3: AllocateWorkspace\n") and "@I.ir_module" in ir.stdout
+    compared = cli(stack, "compare", job_id, f"fusetir-once@{OLD_ENV}", f"fusetir-twice@{OLD_ENV}")
+    assert "first differ after step 3 (AllocateWorkspace / FuseTIR)" in compared.stdout
+    wrong = cli(stack, "log", job_id, "fusetir-thrice@nowhere")
+    assert wrong.returncode == 2 and "fusetir-once@" in wrong.stderr
+    queued = cli(stack, "run", case, "--env", OLD_ENV, "--no-wait", "--bypass-cache")
+    assert queued.returncode == 0 and len(queued.stdout.strip()) == 32, queued.stderr
+    cancelled = cli(stack, "cancel", queued.stdout.strip())
+    assert cancelled.returncode == 0 and "run(s) cancelled" in cancelled.stdout
+
     unknown = cli(stack, "run", case, "--env", OLD_ENV, "--variant", "no-such")
     assert unknown.returncode == 2
     bad_pass = json.loads(Path(case).read_text())
@@ -168,12 +184,16 @@ def test_the_report_concludes_and_reproduces_without_tvmrepro(
     assert "appears after LambdaLift (2) as Function; renamed to " \
            f"{MISSING}1 by AllocateWorkspace (3)" in text
     scripts = _python_blocks(text)
-    assert len(scripts) == 2  # the reproducer (one script for both releases), then the case
-    assert scripts[1].strip() == founding_case["source"].strip()  # TVMScript, not escaped JSON
+    assert scripts[-1].strip() == founding_case["source"].strip()  # TVMScript, not escaped JSON
     for env_id in (OLD_ENV, NEW_ENV):
         assert f"pip install apache-tvm=={tvm_envs[env_id].release} " in text
+        run = next(r for r in job["runs"] if (r["variant"], r["environment"]) == (
+            "fusetir-once", env_id))
+        reproducer = stack.http.get(f"/api/v1/jobs/{job['id']}/runs/{run['id']}").json()[
+            "reproducer"]
+        assert reproducer.strip() in [s.strip() for s in scripts]  # shown as it is
         path = stack.home / f"repro-{env_id}.py"
-        path.write_text(scripts[0])
+        path.write_text(reproducer)
         python = stack.home / "envs" / env_id / "bin" / "python"
         proc = subprocess.run([str(python), str(path)], capture_output=True, text=True,
                               timeout=300, cwd=stack.home)
