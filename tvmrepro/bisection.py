@@ -113,7 +113,9 @@ def judge(oracle: Oracle, result: dict[str, Any], reference: dict[str, Any] | No
     elif oracle.kind == "status":
         bad = status.value == oracle.argument
     elif oracle.kind == "signature" and oracle.argument is not None:
-        bad = oracle.argument in (result.get("signature") or "")
+        # The text may be in either part: the frame and names, or the normalised message.
+        bad = any(oracle.argument in (result.get(part) or "")
+                  for part in ("signature", "signature_message"))
     elif oracle.kind == "signature":
         wanted = (reference or {}).get("signature")
         bad = wanted is not None and result.get("signature") == wanted
