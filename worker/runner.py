@@ -21,6 +21,7 @@ from worker.runtimes.base import Execution, Runtime, SandboxJob
 _KILLED_BY_US = "the run exceeded its time limit of {limit} s and was killed"
 _EXITED = "the process exited with status {rc} before the harness could report"
 _HARNESS_FAILED = "the harness ended with exit status {rc} before it could start the case"
+SHORT_TEXT_CAP = 128  # a stage or a pass name, as the store keeps it
 # Statuses only the runtime observes: a run that claims one of them is not believed.
 _OBSERVED_ONLY = (Status.CRASH, Status.TIMEOUT)
 
@@ -102,7 +103,7 @@ def assemble_result(job: SandboxJob, ex: Execution) -> Result:
     for key in ("harness", "run"):  # the harness's own time, and the entry call's
         if result_event and f"{key}_seconds" in result_event:
             seconds[key] = result_event[f"{key}_seconds"]
-    return Result(
+    return storable(Result(
         environment=job.env.id,
         variant=job.variant,
         rewrites=rewrites,
@@ -113,4 +114,35 @@ def assemble_result(job: SandboxJob, ex: Execution) -> Result:
         isolation=ex.isolation,
         log=Log(stdout=ex.stdout, stderr=ex.stderr, truncated=ex.truncated),
         **fields,
-    )
+    ))
+
+
+def text(value: str) -> str:
+    """Valid text for any store: NUL and lone surrogates escaped (PostgreSQL refuses NUL)."""
+    if "\x00" in value:
+        value = value.replace("\x00", "\\x00")
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        value = value.encode("utf-8", "backslashreplace").decode()
+    return value
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return text(value)
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, dict):
+        return {text(str(k)): _clean(v) for k, v in value.items()}
+    return value
+
+
+def storable(result: Result) -> Result:
+    """The result with every text valid and the short fields clipped to what the store holds."""
+    data = _clean(result.model_dump(mode="json"))
+    if data.get("stage"):
+        data["stage"] = data["stage"][:SHORT_TEXT_CAP]
+    for record in data.get("passes") or []:
+        record["name"] = record["name"][:SHORT_TEXT_CAP]
+    return Result.model_validate(data)

@@ -4,18 +4,25 @@ The task carries only a run id. It claims the run in the job store first: a
 run that is done (a redelivery, a republished duplicate) or that a live
 process holds is dropped; a run delivered more than `max_deliveries` times
 (its worker keeps dying) ends as infra_error instead of looping. The result is
-stored with a conditional write, so a run never has two.
+stored with a conditional write, so a run never has two. A result the store
+refuses (anything but the store being away) is replaced at once by that run's
+infra_error naming the reason, not redelivered.
+
+Each worker process keeps warm sandboxes for the environments its worker serves
+(`prewarm`, from the moment the process starts).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 import traceback
 from dataclasses import dataclass
 
 import sqlalchemy as sa
-from celery import Celery, Task, shared_task
+from celery import Celery, Task, current_app, shared_task
+from celery.signals import worker_process_init
 
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import default_catalog
@@ -47,14 +54,42 @@ class WorkerContext:
 _context: WorkerContext | None = None
 
 
+_context_lock = threading.Lock()
+
+
 def context(app: Celery) -> WorkerContext:
     """This process's context; made on first use so that no connection crosses a fork."""
+    with _context_lock:
+        return _make_context(app)
+
+
+def _make_context(app: Celery) -> WorkerContext:
     global _context
     settings: Settings = app.conf.get("tvmrepro_settings") or Settings.from_env()
     if _context is None or _context.pid != os.getpid() or _context.settings != settings:
         _context = WorkerContext(settings, Store(settings.store_url),
                                  make_runtime(settings.runtime, settings), os.getpid())
+        prewarm = getattr(_context.runtime, "prewarm", None)
+        served = app.conf.get("tvmrepro_environments") or []
+        if prewarm is not None and served:
+            catalog = default_catalog()
+            prewarm([catalog.get(env_id) for env_id in served])
     return _context
+
+
+@worker_process_init.connect
+def _warm_at_start(**_: object) -> None:
+    """A pool process makes its context (and starts its warm sandboxes) before its first run.
+
+    In a thread: a process's start must not wait for it (Celery times process starts out).
+    """
+    def prepare() -> None:
+        try:
+            context(current_app)
+        except Exception:  # the first task makes it again and reports the fault with its run
+            log.exception("could not prepare the worker process")
+
+    threading.Thread(target=prepare, daemon=True).start()
 
 
 def infra_error(claim: Claim, error_type: str, message: str, log_text: str = "") -> Result:
@@ -82,6 +117,18 @@ def execute(ctx: WorkerContext, claim: Claim) -> Result:
                            traceback.format_exc())
 
 
+def finish(ctx: WorkerContext, claim: Claim, result: Result) -> bool:
+    """Store the result; one the store refuses becomes the run's infra_error with the reason."""
+    try:
+        return ctx.store.finish(claim.run_id, result)
+    except sa.exc.OperationalError:
+        raise  # the store is away: retried by the task
+    except Exception as exc:
+        log.exception("the store refused the result of run %s", claim.run_id)
+        reason = f"the store refused the result: {type(exc).__name__}: {str(exc)[:500]}"
+        return ctx.store.finish(claim.run_id, infra_error(claim, "StoreError", reason))
+
+
 @shared_task(name=RUN_TASK, bind=True, autoretry_for=(sa.exc.OperationalError,),
              max_retries=STORE_RETRIES, retry_backoff=True, retry_jitter=False)
 def run(self: Task, run_id: str) -> str:
@@ -92,6 +139,6 @@ def run(self: Task, run_id: str) -> str:
                             settings.claim_grace_s, claimer_gone)
     if claim.action is Action.SKIP:
         return "skipped"
-    stored = ctx.store.finish(run_id, execute(ctx, claim))
+    stored = finish(ctx, claim, execute(ctx, claim))
     after_run(self.app, ctx.store, claim.job_id)  # a bisect job's next step, if it is one
     return "stored" if stored else "duplicate"

@@ -1,9 +1,13 @@
-"""The local sandbox against hostile scripts, with real TVM: each ends as a result with a status."""
+"""The local sandbox against hostile scripts, with real TVM: each ends as a result with a status.
+
+The runs take warm sandboxes (a pool kept by one runtime for the module), as a worker's do.
+"""
 
 from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,10 +44,20 @@ HOSTILE = {
 HOSTILE_TIMEOUT_S = 6
 
 
-def run_script(script: str, env: Environment, settings: Settings, **limits: int) -> Result:
-    """Run a script-mode case in the local sandbox."""
-    case = parse_case({"script": script, **limits})
-    return run_variant(case, "script", env, LocalRuntime(settings))
+@pytest.fixture(scope="module")
+def runtime(tvm_envs: dict[str, Environment], settings: Settings) -> Iterator[LocalRuntime]:
+    """One local runtime keeping a sandbox of NEW_ENV warm."""
+    local = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 1}))
+    local.prewarm([tvm_envs[NEW_ENV]])
+    yield local
+    local.close()
+
+
+def run_script(script: str, env: Environment, runtime: LocalRuntime, **limits: int) -> Result:
+    """Run a script-mode case in a warm local sandbox (waiting for one to be ready)."""
+    from tests.worker.test_warm_sandboxes import run_warm
+
+    return run_warm(runtime, env, script, **limits)
 
 
 def processes_of(uid: int) -> list[str]:
@@ -54,38 +68,39 @@ def processes_of(uid: int) -> list[str]:
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_hostile_script_ends_with_status(name: str, tvm_envs: dict[str, Environment],
-                                         settings: Settings) -> None:
+                                         runtime: LocalRuntime) -> None:
     script, expected = HOSTILE[name]
     env = tvm_envs[NEW_ENV]
-    result = run_script(script, env, settings, timeout_s=HOSTILE_TIMEOUT_S, memory_mb=2048)
+    result = run_script(script, env, runtime, timeout_s=HOSTILE_TIMEOUT_S, memory_mb=2048)
     assert result.status == expected, (result.message, result.log.stderr[-2000:])
     assert result.stage == "script"
     assert result.seconds["total"] < HOSTILE_TIMEOUT_S + 10
     assert processes_of(result.isolation["uid"]) == []
-    follow_up = run_script("print('still fine')\n", env, settings)
+    follow_up = run_script("print('still fine')\n", env, runtime)
     assert follow_up.status == "ok"
     assert follow_up.log.stdout == "still fine\n"
 
 
-def test_segfault_names_the_signal(tvm_envs: dict[str, Environment], settings: Settings) -> None:
-    result = run_script(HOSTILE["segfault"][0], tvm_envs[NEW_ENV], settings)
+def test_segfault_names_the_signal(tvm_envs: dict[str, Environment],
+                                   runtime: LocalRuntime) -> None:
+    result = run_script(HOSTILE["segfault"][0], tvm_envs[NEW_ENV], runtime)
     assert result.signal == "SIGSEGV"
     # TVM's own handler (or else faulthandler) leaves a backtrace in the log.
     assert "Segfault encountered" in result.log.stderr or "Fatal Python error" in result.log.stderr
 
 
 def test_output_flood_is_capped_and_marked(tvm_envs: dict[str, Environment],
-                                           settings: Settings) -> None:
-    result = run_script(HOSTILE["stdout_flood_100mb"][0], tvm_envs[NEW_ENV], settings)
+                                           settings: Settings, runtime: LocalRuntime) -> None:
+    result = run_script(HOSTILE["stdout_flood_100mb"][0], tvm_envs[NEW_ENV], runtime)
     assert result.log.truncated is True
     assert len(result.log.stdout) == settings.log_cap_bytes
 
 
 def test_network_refused_and_etc_read_only(tvm_envs: dict[str, Environment],
-                                           settings: Settings) -> None:
-    net = run_script(HOSTILE["connect_loopback"][0], tvm_envs[NEW_ENV], settings)
+                                           runtime: LocalRuntime) -> None:
+    net = run_script(HOSTILE["connect_loopback"][0], tvm_envs[NEW_ENV], runtime)
     assert net.error_type in ("ConnectionRefusedError", "OSError"), net.message
-    etc = run_script(HOSTILE["write_etc"][0], tvm_envs[NEW_ENV], settings)
+    etc = run_script(HOSTILE["write_etc"][0], tvm_envs[NEW_ENV], runtime)
     assert "Read-only file system" in (etc.message or "")
     assert not os.path.exists("/etc/tvmrepro-was-here")
 
@@ -93,13 +108,15 @@ def test_network_refused_and_etc_read_only(tvm_envs: dict[str, Environment],
 def test_caller_environment_and_home_are_hidden(tvm_envs: dict[str, Environment],
                                                 settings: Settings,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # A fresh (cold) sandbox: the variable is set after the module's warm ones started.
     monkeypatch.setenv("TVMREPRO_SECRET_TOKEN", "hunter2")
     script = (
         "import os, json\n"
         "print(json.dumps({'env': dict(os.environ), 'home': os.listdir(os.path.expanduser('~root'))"
         " if os.path.isdir(os.path.expanduser('~root')) else []}))\n"
     )
-    result = run_script(script, tvm_envs[NEW_ENV], settings)
+    result = run_variant(parse_case({"script": script}), "script", tvm_envs[NEW_ENV],
+                         LocalRuntime(settings))
     assert result.status == "ok", result.log.stderr
     assert "hunter2" not in result.log.stdout
     assert "TVMREPRO_SECRET_TOKEN" not in result.log.stdout
@@ -107,9 +124,9 @@ def test_caller_environment_and_home_are_hidden(tvm_envs: dict[str, Environment]
 
 
 def test_sandbox_runs_unprivileged_without_network(tvm_envs: dict[str, Environment],
-                                                   settings: Settings) -> None:
+                                                   runtime: LocalRuntime) -> None:
     script = "import os, socket\nprint(os.getuid(), socket.if_nameindex())\n"
-    result = run_script(script, tvm_envs[NEW_ENV], settings)
+    result = run_script(script, tvm_envs[NEW_ENV], runtime)
     assert result.status == "ok", result.log.stderr
     uid, interfaces = result.log.stdout.split(" ", 1)
     assert int(uid) >= 200_000
@@ -123,4 +140,5 @@ def test_an_environment_not_provisioned_here_is_a_runtime_fault(tmp_path: Path) 
 
     empty = Settings.from_env({"TVMREPRO_HOME": str(tmp_path)})
     with pytest.raises(RuntimeFault, match="not provisioned here.*tvmrepro env provision"):
-        run_script("print(1)\n", default_catalog().get(NEW_ENV), empty)
+        run_variant(parse_case({"script": "print(1)\n"}), "script", default_catalog().get(NEW_ENV),
+                    LocalRuntime(empty))

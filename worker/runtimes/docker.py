@@ -2,11 +2,15 @@
 
 A run is one container, created detached with every security flag of
 `sandbox_host_config`, timed and killed by us (never by the engine), and
-always removed. The case goes in and the events come out through an anonymous
-volume at /out, seeded from the image: there only events.jsonl is writable by
-the sandbox user, and its size is capped by the file-size limit, so the volume
-cannot fill the disk. (A tmpfs would not do: the engine cannot copy from one,
-and it vanishes when the container stops.) stdout and stderr are read from an
+always removed. Its process is the harness's supervisor: it imports TVM and
+waits for the case on stdin (sent through an attach socket, then the key it
+signs its events with); the case runs in its child. The events come out
+through an anonymous volume at /out, seeded from the image: there only
+events.jsonl is writable by the sandbox user, and its size is capped by the
+file-size limit, so the volume cannot fill the disk. The case's child can
+write that file too, but not sign a line: only the supervisor's lines count.
+(A tmpfs would not do: the engine cannot copy from one, and it vanishes when
+the container stops.) stdout and stderr are read from an
 attach stream opened before the start, keeping the first `log_cap_bytes` of
 each. Every container carries labels naming its run, job, owner process and
 deadline; containers whose owner process is gone, or that outlived their
@@ -36,12 +40,17 @@ from tvmrepro.liveness import process_token, token_alive
 from tvmrepro.settings import Settings
 from worker.images import HARNESS_LABEL, PACKAGES_LABEL, pins_text
 from worker.runtimes.base import (
+    EVENTS_READ_CAP,
     CappedOutput,
     Execution,
     Limits,
     SandboxJob,
-    parse_events,
+    exit_status,
+    fingerprint_tvm,
+    handover_bytes,
+    new_key,
     signal_name,
+    verified_events,
 )
 from worker.runtimes.local import sandbox_environ
 
@@ -49,15 +58,16 @@ RUN_LABEL, JOB_LABEL = "tvmrepro.run", "tvmrepro.job"
 OWNER_LABEL, DEADLINE_LABEL = "tvmrepro.owner", "tvmrepro.deadline"
 SANDBOX_USER = "10001:10001"  # made by the image recipes
 OUT_DIR, SCRATCH_DIR = "/out", "/tmp"
-CASE_FILE, EVENTS_FILE = f"{OUT_DIR}/case.json", f"{OUT_DIR}/events.jsonl"
+EVENTS_FILE = f"{OUT_DIR}/events.jsonl"
 HARNESS_PATH = "/opt/harness"
-EVENTS_READ_CAP = 64 << 20  # what is read back of events.jsonl
 CONTAINER_LOG_CAP = "1m"  # the engine's own copy of the output (docker logs), per container
 # Beyond its time limit a run is killed by us; this much later the container ends itself
 # (timeout(1) inside it), for when the worker that timed it died.
 SELF_LIMIT_GRACE_S = 60
 ENGINE_TIMEOUT_S = 120
 FINGERPRINT_TIMEOUT_S, FINGERPRINT_MEMORY_MB = 120, 2048
+READY_TIMEOUT_S = 300  # importing TVM in a fresh container on a loaded machine
+READY_POLL_S = 0.1
 
 
 def connect(settings: Settings) -> docker.DockerClient:
@@ -106,16 +116,6 @@ def sandbox_host_config(client: docker.DockerClient, job: SandboxJob,
         device_requests=gpus,
     )
     return host_config
-
-
-def _case_archive(case: dict[str, Any]) -> bytes:
-    data = json.dumps(case).encode()
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        info = tarfile.TarInfo(CASE_FILE.rsplit("/", 1)[1])
-        info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
-        tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
 
 
 class _ChunkReader(io.RawIOBase):
@@ -234,19 +234,19 @@ class DockerRuntime:
         return str(info["Id"])
 
     def _command(self, job: SandboxJob) -> list[str]:
-        self_limit = job.timeout_s + SELF_LIMIT_GRACE_S
+        self_limit = job.timeout_s + SELF_LIMIT_GRACE_S + READY_TIMEOUT_S
         return ["timeout", "--signal=KILL", str(self_limit),
-                "python3", "-m", "harness", CASE_FILE, "--variant", job.variant,
-                "--events", EVENTS_FILE, "--workdir", SCRATCH_DIR]
+                "python3", "-m", "harness", "--events", EVENTS_FILE, "--workdir", SCRATCH_DIR]
 
     def _create(self, job: SandboxJob, command: list[str] | None = None) -> str:
-        deadline = time.time() + job.timeout_s + SELF_LIMIT_GRACE_S + ENGINE_TIMEOUT_S
+        deadline = (time.time() + job.timeout_s + SELF_LIMIT_GRACE_S + READY_TIMEOUT_S
+                    + ENGINE_TIMEOUT_S)
         labels = {RUN_LABEL: job.run_id, JOB_LABEL: job.job_id, OWNER_LABEL: self.owner,
                   DEADLINE_LABEL: str(int(deadline)), "tvmrepro.environment": job.env.id}
         created = self.client.api.create_container(
             self.image_id(job.env), command or self._command(job), user=SANDBOX_USER, detach=True,
             environment=container_environ(), working_dir=SCRATCH_DIR, hostname="sandbox",
-            labels=labels, network_disabled=True,
+            labels=labels, network_disabled=True, stdin_open=True, stdin_once=True,
             host_config=sandbox_host_config(self.client, job, self.settings))
         container_id: str = created["Id"]
         return container_id
@@ -257,8 +257,9 @@ class DockerRuntime:
         container_id = ""
         try:
             container_id = self._create(job)
-            self.client.api.put_archive(container_id, OUT_DIR, _case_archive(job.case))
-            return self._run(job, container_id, image_id)
+            execution = self._run(job, container_id, image_id)
+            execution.tvm = fingerprint_tvm(self.fingerprint(job.env))
+            return execution
         except docker.errors.DockerException as exc:
             raise RuntimeFault(f"the Docker engine failed the run: {exc}") from exc
         finally:
@@ -271,19 +272,27 @@ class DockerRuntime:
                             demux=True)
         output = _OutputReader(stream, self.settings.log_cap_bytes)
         output.start()
-        started = time.monotonic()
         api.start(container_id)
+        if not self._ready(container_id):
+            raise RuntimeFault(f"the sandbox of {job.env.id} did not get ready (TVM did not "
+                               f"import): {output.text(1)[-2000:]}")
+        key = new_key()
+        self._hand_over(container_id, handover_bytes(job, Limits.of(job, self.settings), key))
+        started = time.monotonic()  # the time limit counts from the hand-over
         timed_out = not self._wait(container_id, job.timeout_s)
         if timed_out:
             self._kill(container_id)
         seconds = time.monotonic() - started
         state = api.inspect_container(container_id)["State"]
         output.join(timeout=30)
+        events = verified_events(self._raw_events(container_id), key)
         code = state.get("ExitCode")
+        said = exit_status(events)
         return Execution(
-            events=self._events(container_id),
-            returncode=code,
-            signal=signal_name(code - 128) if isinstance(code, int) and 128 < code < 193 else None,
+            events=[e for e in events if e["event"] != "exit"],
+            returncode=said[0] if said else code,
+            signal=said[1] if said else (
+                signal_name(code - 128) if isinstance(code, int) and 128 < code < 193 else None),
             timed_out=timed_out,
             oom_killed=bool(state.get("OOMKilled")) and not timed_out,
             stdout=output.text(0),
@@ -292,6 +301,26 @@ class DockerRuntime:
             seconds=seconds,
             isolation=self._isolation(job, image_id),
         )
+
+    def _ready(self, container_id: str) -> bool:
+        """Wait until the supervisor imported TVM and waits for its case; False if it died."""
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if b'"event": "ready"' in self._raw_events(container_id):
+                return True
+            if not self.client.api.inspect_container(container_id)["State"]["Running"]:
+                return False
+            time.sleep(READY_POLL_S)
+        return False
+
+    def _hand_over(self, container_id: str, data: bytes) -> None:
+        """Write the request and the key to the supervisor's stdin."""
+        sock = self.client.api.attach_socket(container_id, params={"stdin": 1, "stream": 1})
+        raw = getattr(sock, "_sock", sock)
+        try:
+            raw.sendall(data)
+        finally:
+            sock.close()
 
     def _wait(self, container_id: str, timeout_s: float) -> bool:
         """Wait for the container to exit, at most timeout_s; whether it did."""
@@ -307,12 +336,12 @@ class DockerRuntime:
             self.client.api.kill(container_id)
         self.client.api.wait(container_id, timeout=ENGINE_TIMEOUT_S)
 
-    def _events(self, container_id: str) -> list[dict[str, Any]]:
+    def _raw_events(self, container_id: str) -> bytes:
         """The events file, read back through the engine: at most EVENTS_READ_CAP bytes."""
         try:
             chunks, _ = self.client.api.get_archive(container_id, EVENTS_FILE)
         except docker.errors.NotFound:
-            return []
+            return b""
         stream = iter(chunks)
         try:
             with tarfile.open(fileobj=io.BufferedReader(_ChunkReader(stream)), mode="r|") as tar:
@@ -321,7 +350,7 @@ class DockerRuntime:
                 data = handle.read(EVENTS_READ_CAP) if handle else b""
         finally:
             getattr(stream, "close", lambda: None)()  # the rest, past the cap, is not read
-        return parse_events(data)
+        return data
 
     def _isolation(self, job: SandboxJob, image_id: str) -> dict[str, Any]:
         limits = Limits.of(job, self.settings)

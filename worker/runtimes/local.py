@@ -48,6 +48,9 @@ from worker.runtimes.sandbox import LocalSandbox, with_workdir_tmpfs
 SANDBOX_UID_RANGE = (200_000, 260_000)  # fresh uid per run: RLIMIT_NPROC counts per uid
 # Inside the sandbox: where the environment, the harness and the work dir appear.
 ENV_MOUNT, HARNESS_MOUNT, WORK_MOUNT = "/mnt/env", "/mnt/harness", "/mnt/work"
+# A worker serving more environments than this warms each one on its first run, not at start
+# (ten releases' sandboxes at once would hold gigabytes before anything is asked of them).
+PREWARM_AT_START = 2
 HAND_OVER_ATTEMPTS = 3  # sandboxes that died before taking the case cost no run
 
 
@@ -84,6 +87,7 @@ class LocalRuntime:
         self.bwrap = shutil.which("bwrap") if os.geteuid() == 0 else None
         self.unshare = shutil.which("unshare") if os.geteuid() == 0 else None
         self.pool: WarmPool[LocalSandbox] | None = None
+        self.served: dict[str, Environment] = {}  # the pool's environments, by id
 
     def isolation(self) -> dict[str, Any]:
         """What this runtime can apply on this machine."""
@@ -142,7 +146,8 @@ class LocalRuntime:
         return provision(self.settings, env)
 
     def prewarm(self, envs: list[Environment]) -> None:
-        """Keep `warm_sandboxes` sandboxes waiting for each of `envs` from now on."""
+        """Keep `warm_sandboxes` sandboxes waiting for each of `envs`: from now on for a few,
+        else from each one's first run."""
         if self.settings.warm_sandboxes <= 0:
             return
         if self.pool is None:
@@ -151,7 +156,9 @@ class LocalRuntime:
         pooled = Limits.pooled(self.settings)
         for env in envs:
             if read_fingerprint(self.settings, env) is not None:
-                self.pool.fill((env, pooled))
+                self.served[env.id] = env
+                if len(envs) <= PREWARM_AT_START:
+                    self.pool.fill((env.id, pooled))
 
     def close(self) -> None:
         """Stop the waiting sandboxes."""
@@ -159,7 +166,8 @@ class LocalRuntime:
             self.pool.close()
 
     def _start_pooled(self, key: Hashable) -> LocalSandbox:
-        env, limits = cast(tuple[Environment, Limits], key)
+        env_id, limits = cast(tuple[str, Limits], key)
+        env = self.served[env_id]
         sandbox = self.start(env, limits)
         if not sandbox.wait_ready():
             sandbox.discard()
@@ -232,8 +240,8 @@ class LocalRuntime:
     def _sandbox_for(self, env: Environment, limits: Limits) -> tuple[LocalSandbox, bool]:
         """A warm sandbox whose limits cover the case's, else a fresh one with the case's own."""
         pooled = Limits.pooled(self.settings)
-        if self.pool is not None and pooled.covers(limits):
-            warm = self.pool.take((env, pooled))
+        if self.pool is not None and env.id in self.served and pooled.covers(limits):
+            warm = self.pool.take((env.id, pooled))
             if warm is not None:
                 return warm, True
         return self.start(env, limits), False

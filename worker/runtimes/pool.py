@@ -6,13 +6,16 @@ back: the runtime ends it after its one run) and starts a replacement in the
 background. A sandbox that died while waiting is dropped when found and never
 handed out; one that waited longer than `idle_s` is stopped by the reaper.
 Both runtimes use it: the local runtime's sandbox is a bubblewrap process,
-Docker's a container.
+Docker's a container. Sandboxes are started one at a time by one long-lived
+thread: a local sandbox dies with the thread that started it (bubblewrap's
+--die-with-parent is the parent *thread*'s death signal).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -45,8 +48,9 @@ class WarmPool(Generic[S]):
         self.starting: dict[Hashable, int] = {}
         self.lock = threading.Lock()
         self.closed = False
-        self.reaper = threading.Thread(target=self._reap_forever, daemon=True)
-        self.reaper.start()
+        self.requests: queue.Queue[Hashable] = queue.Queue()
+        for target in (self._reap_forever, self._start_forever):
+            threading.Thread(target=target, daemon=True).start()
 
     def take(self, key: Hashable) -> S | None:
         """A live waiting sandbox for `key` (None when there is none); a replacement is started."""
@@ -70,7 +74,11 @@ class WarmPool(Generic[S]):
                 return
             self.starting[key] = self.starting.get(key, 0) + missing
         for _ in range(missing):
-            threading.Thread(target=self._start_one, args=(key,), daemon=True).start()
+            self.requests.put(key)
+
+    def _start_forever(self) -> None:
+        while not self.closed:
+            self._start_one(self.requests.get())
 
     def _start_one(self, key: Hashable) -> None:
         sandbox: S | None = None

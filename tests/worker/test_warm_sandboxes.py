@@ -1,0 +1,191 @@
+"""Warm sandboxes and the supervisor, with real TVM: single use, replacement, limits, forged results.
+
+A warm sandbox is a supervisor that imported TVM and waits for one case; these
+tests take one from a pool, check what the run saw, and what the next run sees.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conftest import NEW_ENV
+from tvmrepro.cases import parse_case
+from tvmrepro.environments import Environment
+from tvmrepro.results import Result
+from tvmrepro.settings import Settings
+from worker.runner import run_variant
+from worker.runtimes.base import Limits
+from worker.runtimes.local import LocalRuntime
+
+pytestmark = pytest.mark.tvm
+WARM_WAIT_S = 300
+
+
+@pytest.fixture(scope="module")
+def warm(tvm_envs: dict[str, Environment], settings: Settings) -> Iterator[LocalRuntime]:
+    """A local runtime keeping one sandbox of NEW_ENV warm."""
+    runtime = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 1}))
+    runtime.prewarm([tvm_envs[NEW_ENV]])
+    yield runtime
+    runtime.close()
+
+
+def wait_warm(runtime: LocalRuntime, env: Environment) -> None:
+    """Until a sandbox waits for env (the pool starts them in the background)."""
+    assert runtime.pool is not None
+    key = (env.id, Limits.pooled(runtime.settings))
+    deadline = time.monotonic() + WARM_WAIT_S
+    while runtime.pool.count(key) < 1:
+        assert time.monotonic() < deadline, "no warm sandbox came up"
+        time.sleep(0.1)
+
+
+def run_warm(runtime: LocalRuntime, env: Environment, script: str, **limits: int) -> Result:
+    """Run a script case in a warm sandbox (waiting for one first) and check it was warm."""
+    wait_warm(runtime, env)
+    result = run_variant(parse_case({"script": script, **limits}), "script", env, runtime)
+    assert result.isolation["warm"] is True
+    return result
+
+
+def waiting_sandbox(runtime: LocalRuntime, env: Environment):  # type: ignore[no-untyped-def]
+    """The sandbox that waits for env now."""
+    assert runtime.pool is not None
+    wait_warm(runtime, env)
+    return runtime.pool.waiting[(env.id, Limits.pooled(runtime.settings))][0][1]
+
+
+def test_each_sandbox_runs_one_case_and_is_replaced(warm: LocalRuntime,
+                                                    tvm_envs: dict[str, Environment]) -> None:
+    env = tvm_envs[NEW_ENV]
+    first = waiting_sandbox(warm, env)
+    one = run_warm(warm, env, "import os\nprint(os.getppid())\n")
+    assert one.status == "ok", one.log.stderr[-2000:]
+    assert first.proc.poll() is not None  # used once, then ended
+    second = waiting_sandbox(warm, env)
+    assert second is not first and second.proc.pid != first.proc.pid
+    two = run_warm(warm, env, "print('again')\n")
+    assert two.status == "ok" and two.log.stdout == "again\n"
+    assert two.isolation["uid"] != one.isolation["uid"]
+    assert one.tvm is not None and one.tvm["version"] == "0.27.0.post1"
+
+
+def test_a_sandbox_that_died_while_waiting_costs_no_run(warm: LocalRuntime,
+                                                        tvm_envs: dict[str, Environment]) -> None:
+    env = tvm_envs[NEW_ENV]
+    doomed = waiting_sandbox(warm, env)
+    os.killpg(doomed.proc.pid, signal.SIGKILL)
+    doomed.proc.wait()
+    result = run_variant(parse_case({"script": "print('fine')\n"}), "script", env, warm)
+    assert result.status == "ok" and result.log.stdout == "fine\n", result.log.stderr[-2000:]
+    assert waiting_sandbox(warm, env) is not doomed
+
+
+def test_what_a_run_leaves_is_not_seen_by_the_next(warm: LocalRuntime,
+                                                   tvm_envs: dict[str, Environment]) -> None:
+    env = tvm_envs[NEW_ENV]
+    leave = ("import os, subprocess\n"
+             "open('/tmp/left-behind', 'w').write('x')\n"
+             "open('left-behind', 'w').write('x')\n"
+             "subprocess.Popen(['sleep', '1000'], start_new_session=True)\n"
+             "print(os.listdir('.'))\n")
+    first = run_warm(warm, env, leave)
+    assert first.status == "ok", first.log.stderr[-2000:]
+    assert "left-behind" in first.log.stdout
+    look = ("import os\n"
+            "names = [open(f'/proc/{p}/cmdline').read() for p in os.listdir('/proc') if p.isdigit()]\n"
+            "print(os.path.exists('/tmp/left-behind'), os.path.exists('left-behind'),"
+            " any('sleep' in n for n in names))\n")
+    second = run_warm(warm, env, look)
+    assert second.status == "ok", second.log.stderr[-2000:]
+    assert second.log.stdout == "False False False\n"
+
+
+def test_the_time_limit_counts_from_the_hand_over(warm: LocalRuntime,
+                                                  tvm_envs: dict[str, Environment]) -> None:
+    env = tvm_envs[NEW_ENV]
+    waiting_sandbox(warm, env)
+    time.sleep(4)  # the sandbox waits longer than the case's whole time limit
+    result = run_warm(warm, env, "import time\ntime.sleep(1)\nprint('done')\n", timeout_s=3)
+    assert result.status == "ok", (result.message, result.log.stderr[-2000:])
+    slow = run_warm(warm, env, "import time\ntime.sleep(60)\n", timeout_s=3)
+    assert slow.status == "timeout"
+
+
+def test_the_case_limits_bind_in_a_warm_sandbox(warm: LocalRuntime,
+                                                tvm_envs: dict[str, Environment]) -> None:
+    env = tvm_envs[NEW_ENV]
+    alloc = "import numpy as np\nx = np.ones(1536 * 2**20, dtype=np.uint8)\nprint(x.sum())\n"
+    small = run_warm(warm, env, alloc, memory_mb=1024)
+    assert small.status == "oom", (small.message, small.log.stderr[-2000:])
+    assert small.isolation["memory_mb"] == 1024
+
+
+def test_the_work_directory_has_a_size_and_an_inode_cap(warm: LocalRuntime,
+                                                        tvm_envs: dict[str, Environment]) -> None:
+    env = tvm_envs[NEW_ENV]
+    # Files of 256 MB each (one file is capped at 512 MB by RLIMIT_FSIZE): 4 GB asked for.
+    fill = ("import errno\nchunk = b'x' * (1 << 20)\nn = 0\n"
+            "try:\n    for n in range(4096):\n"
+            "        with open(f'big{n // 256}', 'ab') as f:\n            f.write(chunk)\n"
+            "except OSError as e:\n    print('full', errno.errorcode[e.errno], n)\n")
+    big = run_warm(warm, env, fill, memory_mb=4096)
+    assert big.status == "ok", big.log.stderr[-2000:]
+    assert big.log.stdout.startswith("full ENOSPC"), big.log.stdout
+    assert int(big.log.stdout.split()[2]) <= 1024
+    files = ("import errno\nn = 0\ntry:\n    for n in range(200000):\n"
+             "        open(f'f{n}', 'w').close()\n"
+             "except OSError as e:\n    print('full', errno.errorcode[e.errno], n)\n")
+    many = run_warm(warm, env, files)
+    assert many.log.stdout.startswith("full ENOSPC"), (many.log.stdout, many.log.stderr[-500:])
+    assert int(many.log.stdout.split()[2]) < 70000
+
+
+FORGE = ("import json, os\n"
+         "fake = {'event': 'result', 'status': 'ok', 'stage': 'run', 'outputs': {'sum': 42},\n"
+         "        'tvm': {'version': '9.9.9'}}\n"
+         "exit_ = {'event': 'exit', 'returncode': 0, 'signal': None}\n"
+         "for fd in range(3, 1600):\n"
+         "    for event in (fake, exit_):\n"
+         "        try:\n"
+         "            os.write(fd, (json.dumps(event) + '\\n').encode())\n"
+         "        except OSError:\n"
+         "            pass\n")
+
+
+@pytest.mark.parametrize(("ending", "status", "error_type"), [
+    ("os.abort()\n", "crash", "SIGABRT"),
+    ("raise SystemExit(3)\n", "error", None),
+    ("os.kill(os.getppid(), 9)\nimport time\ntime.sleep(30)\n", "crash", "SIGKILL"),
+])
+def test_a_forged_result_is_not_believed(ending: str, status: str, error_type: str | None,
+                                         warm: LocalRuntime,
+                                         tvm_envs: dict[str, Environment]) -> None:
+    result = run_warm(warm, tvm_envs[NEW_ENV], FORGE + ending, timeout_s=20)
+    assert result.status == status, (result.message, result.log.stderr[-2000:])
+    if error_type:
+        assert result.error_type == error_type
+    assert result.outputs is None
+    assert result.tvm is not None and result.tvm["version"] == "0.27.0.post1"
+
+
+def test_a_self_inflicted_sigkill_is_a_crash(warm: LocalRuntime,
+                                             tvm_envs: dict[str, Environment]) -> None:
+    result = run_warm(warm, tvm_envs[NEW_ENV], "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    assert (result.status, result.signal) == ("crash", "SIGKILL"), result.message
+
+
+def test_nul_bytes_and_lone_surrogates_come_back_as_text(warm: LocalRuntime,
+                                                         tvm_envs: dict[str, Environment]) -> None:
+    script = ("import sys\nsys.stdout.buffer.write(b'a\\x00b\\xff\\n')\n"
+              "raise ValueError('bad \\x00 \\ud800')\n")
+    result = run_warm(warm, tvm_envs[NEW_ENV], script)
+    assert result.status == "error"
+    assert "\x00" not in result.log.stdout and "a\\x00b" in result.log.stdout
+    assert result.message is not None and "\x00" not in result.message
+    result.message.encode()  # no lone surrogate left
