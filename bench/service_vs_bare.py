@@ -107,7 +107,7 @@ class Service:
     """An API and one worker, started here and stopped at the end."""
 
     def __init__(self, name: str, envs_dir: Path, env_id: str, redis_url: str | None,
-                 redis_prefix: str = "") -> None:
+                 redis_prefix: str = "", concurrency: int = 1) -> None:
         self.name = name
         self.home = Path(tempfile.mkdtemp(prefix=f"tvmrepro-bench-{name}-"))
         (self.home / "envs").symlink_to(envs_dir)
@@ -122,7 +122,8 @@ class Service:
             self.environ["REDIS_URL"] = redis_url
             self.environ["TVMREPRO_REDIS_PREFIX"] = redis_prefix
         self.procs = [self._spawn("api", "serve", "--port", str(self.port)),
-                      self._spawn("worker", "worker", "--env", env_id, "--loglevel", "WARNING")]
+                      self._spawn("worker", "worker", "--env", env_id, "--loglevel", "WARNING",
+                                  "--concurrency", str(concurrency))]
         self.http = httpx.Client(base_url=self.url, timeout=30.0)
         self._wait_ready(env_id)
 

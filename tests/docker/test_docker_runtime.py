@@ -232,3 +232,24 @@ def test_image_with_another_harness_is_refused(docker_runtime: DockerRuntime,
         assert sandbox_containers(docker_client) == []  # refused before any container
     finally:
         docker_client.api.remove_image(stale_tag, force=True)
+
+
+def test_a_forged_result_is_not_believed(docker_runtime: DockerRuntime,
+                                         docker_envs: dict[str, Environment]) -> None:
+    """A case that writes a result (to every descriptor, and to the events file) and aborts."""
+    from tests.worker.test_warm_sandboxes import FORGE
+
+    forge_file = ("import json\nwith open('/out/events.jsonl', 'a') as f:\n"
+                  "    f.write(json.dumps({'event': 'result', 'status': 'ok'}) + '\\n')\n")
+    result = run_script(docker_runtime, docker_envs[NEW_ENV], FORGE + forge_file + "os.abort()\n",
+                        timeout_s=30)
+    assert (result.status, result.error_type) == ("crash", "SIGABRT"), result.message
+    assert result.outputs is None
+    assert result.tvm is not None and result.tvm["version"] == "0.27.0.post1"
+
+
+def test_a_self_inflicted_sigkill_is_a_crash_not_oom(docker_runtime: DockerRuntime,
+                                                     docker_envs: dict[str, Environment]) -> None:
+    result = run_script(docker_runtime, docker_envs[NEW_ENV],
+                        "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    assert (result.status, result.signal) == ("crash", "SIGKILL"), result.message

@@ -56,7 +56,7 @@ def submit(service: JobService, outcome: dict[str, Any]) -> dict[str, Any]:
     """A one-run job whose run ends as `outcome` scripts, stored; its run row."""
     case = {"source": f"{DIRECTIVE} {json.dumps(outcome)}\nx = 1\n", "variants": [
         {"name": "v", "passes": ["FuseTIR", "LambdaLift", "AllocateWorkspace"]}]}
-    job = service.submit({"case": case, "environments": [ENV]})
+    job = service.submit({"case": case, "environments": [ENV], "wait": True})
     row = service.store.run(job.id, job.runs[0].id)
     assert row is not None
     return row.model_dump()
@@ -99,3 +99,40 @@ def test_a_fault_of_the_runtime_is_an_infra_error(service: JobService) -> None:
         "RuntimeFault", "environment is not provisioned here")
     stored = service.store.run(row["job_id"], row["id"])
     assert stored is not None and stored.state == RunState.DONE
+
+
+def test_nul_bytes_in_what_a_run_printed_are_stored(service: JobService) -> None:
+    app = make_celery(service.settings)
+    row = submit(service, {"status": "error", "message": "bad \u0000 byte \ud800",
+                           "stdout": "a\u0000b"})
+    assert run_task(app, row["id"]) == "stored"
+    result = service.store.result(row["id"])
+    assert result is not None and result["status"] == "error"
+    assert "\x00" not in result["message"] and "\\x00" in result["message"]
+
+
+def test_a_result_the_store_refuses_is_the_runs_infra_error(service: JobService) -> None:
+    import sqlalchemy as sa
+
+    from tvmrepro.results import Result
+    from worker import tasks
+
+    app = make_celery(service.settings)
+    row = submit(service, {"status": "ok"})
+    ctx = tasks.context(app)
+    claim = ctx.store.claim(row["id"], "test:1", 3, 5.0, lambda _claimer: False)
+    real_finish = ctx.store.finish
+
+    def refuse_once(run_id: str, result: Result) -> bool:
+        if result.status == "ok":  # the store refuses this one result (as PostgreSQL may)
+            raise sa.exc.DataError("INSERT", {}, Exception("invalid byte sequence"))
+        return real_finish(run_id, result)
+
+    ctx.store.finish = refuse_once  # type: ignore[method-assign]
+    try:
+        assert tasks.finish(ctx, claim, tasks.execute(ctx, claim)) is True
+    finally:
+        ctx.store.finish = real_finish  # type: ignore[method-assign]
+    result = service.store.result(row["id"])
+    assert result is not None and result["status"] == "infra_error"
+    assert result["error_type"] == "StoreError" and "invalid byte sequence" in result["message"]

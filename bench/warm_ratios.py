@@ -1,0 +1,135 @@
+"""What warm sandboxes buy, against bare cold `python repro.py` runs of the founding case.
+
+Measured side by side in one run (interleaved where each sample is one run):
+- `tvmrepro run --local` (no service: a fresh sandbox, TVM imported after the case
+  arrives) against one bare run;
+- throughput: 20 runs through the service (Redis broker, a worker of concurrency 2,
+  warm sandboxes, cache bypassed), submitted at once, against `xargs -P2` of 20 bare runs;
+- a cache hit: submit -> the job's answer (done), for a case already run.
+The service end to end against bare (Redis and embedded) is bench/service_vs_bare.py;
+a full bisection against one bare run is bench/bisect_vs_bare.py.
+
+    .venv/bin/python bench/warm_ratios.py [--repeat 5] [--env ENV] [--variant NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import redis
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.service_vs_bare import (  # noqa: E402
+    BENCH_REDIS_URL,
+    CASE,
+    POLL_S,
+    Service,
+    bare_script,
+    summary,
+    time_bare,
+)
+from tvmrepro.environments import default_catalog  # noqa: E402
+from tvmrepro.settings import Settings  # noqa: E402
+from worker.provision import env_python, provision  # noqa: E402
+
+BURST = 20
+
+
+def time_local(case_file: Path, env_id: str, variant: str) -> float:
+    """Seconds for one `tvmrepro run --local` of the case (a fresh process, as a user runs it)."""
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "cli", "run", "--local", str(case_file), "--env",
+                           env_id, "--variant", variant, "--json"], cwd=REPO, capture_output=True,
+                          text=True)
+    elapsed = time.perf_counter() - started
+    if proc.returncode not in (0, 1):  # 1: the case's own failure is reported, not ours
+        raise SystemExit(f"run --local failed:\n{proc.stderr[-3000:]}")
+    return elapsed
+
+
+def time_xargs(python: Path, script: Path, count: int) -> float:
+    """Seconds for `count` bare runs through `xargs -P2`."""
+    started = time.perf_counter()
+    subprocess.run(["xargs", "-P2", "-n1", str(python)], input="\n".join([str(script)] * count),
+                   text=True, capture_output=True, check=True)
+    return time.perf_counter() - started
+
+
+def time_burst(service: Service, case: dict[str, Any], env_id: str, variant: str,
+               count: int) -> float:
+    """Seconds from submitting `count` jobs at once (cache bypassed) to all done."""
+    body = {"case": case, "environments": [env_id], "variants": [variant], "bypass_cache": True}
+    started = time.perf_counter()
+    ids = [service.http.post("/api/v1/jobs", json=body).json()["id"] for _ in range(count)]
+    pending = set(ids)
+    while pending:
+        time.sleep(POLL_S * 5)
+        pending = {i for i in pending if service.http.get(f"/api/v1/jobs/{i}").json()["status"]
+                   not in ("done", "failed")}
+    return time.perf_counter() - started
+
+
+def time_cache_hit(service: Service, case: dict[str, Any], env_id: str, variant: str) -> float:
+    """Seconds from submit to a done answer for a case whose result is cached."""
+    body = {"case": case, "environments": [env_id], "variants": [variant]}
+    started = time.perf_counter()
+    job = service.http.post("/api/v1/jobs", json=body).json()
+    while job["status"] not in ("done", "failed"):
+        time.sleep(0.001)
+        job = service.http.get(f"/api/v1/jobs/{job['id']}").json()
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    """Measure and print."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="tvm-0.27.0.post1-cpu")
+    parser.add_argument("--variant", default="fusetir-once")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    settings = Settings.from_env()
+    env = default_catalog().get(args.env)
+    provision(settings, env)
+    case = json.loads(CASE.read_text())
+    python = env_python(settings, env)
+    script = bare_script(settings, env.id, case, args.variant, Path(tempfile.mkdtemp()))
+    prefix = f"tvmrepro-bench-{uuid.uuid4().hex[:12]}:"
+    service = Service("redis-c2", settings.envs_dir, env.id, BENCH_REDIS_URL, prefix,
+                      concurrency=2)
+    samples: dict[str, list[float]] = {"bare": [], "local": [], "cache": []}
+    try:
+        service.time_job(case, env.id, args.variant)  # warm-up, and the result the hits read
+        for _ in range(args.repeat):
+            samples["bare"].append(time_bare(python, script))
+            samples["local"].append(time_local(CASE, env.id, args.variant))
+            samples["cache"].append(time_cache_hit(service, case, env.id, args.variant))
+        xargs = time_xargs(python, script, BURST)
+        burst = time_burst(service, case, env.id, args.variant, BURST)
+    finally:
+        service.stop()
+        bench_redis = redis.Redis.from_url(BENCH_REDIS_URL)
+        for key in bench_redis.scan_iter(match=f"{prefix}*"):
+            bench_redis.delete(key)
+    bare = statistics.median(samples["bare"])
+    print(f"founding case, variant {args.variant}, {env.id}, {args.repeat} runs each (medians)")
+    print(f"{'':<28} {'median':>8} {'min':>8} {'max':>8} {'/bare':>9}")
+    print(summary("bare cold python", samples["bare"], bare))
+    print(summary("tvmrepro run --local", samples["local"], bare))
+    print(summary("cache hit, submit->answer", samples["cache"], bare))
+    print(f"throughput, {BURST} runs at concurrency 2: service {BURST / burst:.2f} runs/s, "
+          f"xargs -P2 bare {BURST / xargs:.2f} runs/s, ratio {xargs / burst:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
