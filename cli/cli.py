@@ -130,10 +130,12 @@ def run_locally(case: Case, envs: list[Environment], variants: list[str],
 @click.option("--server", default=None, help="Service URL (default $TVMREPRO_SERVER).")
 @click.option("--no-wait", is_flag=True, help="Submit and print the job id; do not wait.")
 @click.option("--bypass-cache", is_flag=True, help="Run again even where a result exists.")
+@click.option("--queue", is_flag=True,
+              help="Queue runs for environments that no live worker serves yet (else refused).")
 @reports_errors
 def run(case_file: Path, env_ids: tuple[str, ...], variant_names: tuple[str, ...], local: bool,
         runtime_name: str, as_json: bool, server: str | None, no_wait: bool,
-        bypass_cache: bool) -> None:
+        bypass_cache: bool, queue: bool) -> None:
     """Run a case (.json) or a repro script (.py) on pinned TVM environments."""
     case = load_case_file(case_file)
     envs = _selected_envs(env_ids)
@@ -143,7 +145,8 @@ def run(case_file: Path, env_ids: tuple[str, ...], variant_names: tuple[str, ...
 
         # No --env: every environment that a live worker of the service serves.
         run_remotely(case, envs if env_ids else None, variants,
-                     server or Settings.from_env().server, as_json, not no_wait, bypass_cache)
+                     server or Settings.from_env().server, as_json, not no_wait, bypass_cache,
+                     queue)
         return
     runs = run_locally(case, envs, variants, runtime_name)
     if as_json:

@@ -83,6 +83,8 @@ class ApiClient:
         message, field = detail.get("message", ""), detail.get("field")
         if response.status_code in (400, 413):
             raise BadInput(field or "", message.removeprefix(f"{field}: ") if field else message)
+        if response.status_code == 409:  # no worker for an environment: the user's choice
+            raise BadInput(field or "--env", message)
         raise ServiceError(f"HTTP {response.status_code}: {message}")
 
     def submit(self, body: dict[str, Any]) -> JobView:
@@ -191,12 +193,13 @@ def matrix_view(job: JobView) -> Group:
 
 
 def run_remotely(case: Case, envs: list[Environment] | None, variants: list[str], server: str,
-                 as_json: bool, wait: bool = True, bypass_cache: bool = False) -> None:
+                 as_json: bool, wait: bool = True, bypass_cache: bool = False,
+                 queue: bool = False) -> None:
     """Submit a case to the service, wait for it, print the matrix (or JSON)."""
     client = ApiClient(server)
     body = {"kind": "run", "case": case.model_dump(mode="json", exclude_defaults=True),
             "environments": [env.id for env in envs] if envs else "all",
-            "variants": variants, "bypass_cache": bypass_cache}
+            "variants": variants, "bypass_cache": bypass_cache, "wait": queue}
     job = client.submit(body)
     console = error_console()
     console.print(f"job {job.id} at {server}", highlight=False)
@@ -205,9 +208,10 @@ def run_remotely(case: Case, envs: list[Environment] | None, variants: list[str]
         return
     served = {env.id for env in client.environments() if env.workers}
     for env_id in job.environments:
-        if env_id not in served and job.status != JobStatus.DONE:
-            console.print(f"[yellow]warning:[/yellow] no live worker serves {env_id}; its runs "
-                          f"wait until one does (tvmrepro worker --env {env_id})", highlight=False)
+        if env_id not in served and job.status != JobStatus.DONE:  # --queue asked for it
+            console.print(f"no live worker serves {env_id} yet; its runs wait until one does "
+                          f"(tvmrepro worker --env {env_id}; Ctrl-C leaves them queued)",
+                          highlight=False)
     job = follow(client, job, console)
     if as_json:
         runs = [client.result(job.id, run.id) for run in job.runs]

@@ -12,7 +12,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge, Unsupporte
 
 from service.jobs import JobService
 from service.openapi import openapi_document
-from tvmrepro.errors import BadInput
+from tvmrepro.errors import BadInput, NotServed
 from tvmrepro.models import ErrorBody, ErrorDetail, IRView
 from tvmrepro.report import render_report
 from tvmrepro.store import QueueFull
@@ -220,6 +220,10 @@ def register_errors(app: Flask) -> None:
     @app.errorhandler(BadInput)
     def _bad_input(exc: BadInput) -> tuple[Response, int]:
         return error(400, str(exc), exc.field or None)
+
+    @app.errorhandler(NotServed)
+    def _not_served(exc: NotServed) -> tuple[Response, int]:
+        return error(409, str(exc), exc.field)
 
     @app.errorhandler(QueueFull)
     def _queue_full(exc: QueueFull) -> tuple[Response, int]:

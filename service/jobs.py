@@ -22,7 +22,7 @@ from service.matrix import build_matrix, job_status
 from tvmrepro.cases import Case, bad_input, parse_case
 from tvmrepro.comparisons import compare
 from tvmrepro.environments import Catalog, Environment, default_catalog
-from tvmrepro.errors import BadInput
+from tvmrepro.errors import BadInput, NotServed
 from tvmrepro.fanout import PlannedRun, fan_out
 from tvmrepro.lifecycle import RunState, cache_key
 from tvmrepro.models import (
@@ -102,6 +102,15 @@ class JobService:
             raise BadInput("environments", "name at least one environment")
         return self.catalog.select(list(chosen))
 
+    def _check_served(self, envs: list[Environment], request: JobRequest) -> None:
+        """409 for environments no live worker serves, unless the job asked to wait for one."""
+        served = self.store.live_environments(self.settings.worker_stale_s)
+        unserved = [env.id for env in envs if env.id not in served]
+        if unserved and not request.wait:
+            chosen = request.environments
+            index = chosen.index(unserved[0]) if isinstance(chosen, list) else 0
+            raise NotServed(unserved, f"environments[{index}]")
+
     def _case(self, request: JobRequest) -> Case:
         try:
             return parse_case(request.case)
@@ -132,6 +141,7 @@ class JobService:
         envs = self._environments(request.environments)
         planned = fan_out(case, envs, self.store.fingerprints(), request.variants, case_field="case")
         variants = list(dict.fromkeys(run.variant for run in planned))
+        self._check_served(envs, request)
         if len(planned) > self.settings.max_queued_runs:
             raise BadInput("environments", f"the job makes {len(planned)} runs; "
                            f"this service queues at most {self.settings.max_queued_runs}")
@@ -155,6 +165,7 @@ class JobService:
         envs = self._environments(request.environments)
         options = bisect_options(request, case, envs, self.catalog)
         fan_out(case, envs, self.store.fingerprints(), [options.variant], "variant", "case")
+        self._check_served(envs, request)
         job_id = start_bisect(self.store, self.catalog, self._publish, case, options,
                               self.settings.max_queued_runs, time.time())
         view = self.job(job_id)
@@ -249,9 +260,12 @@ class JobService:
     def health(self) -> Health:
         """Whether the store and the broker answer."""
         store = broker = "ok"
-        waiting = None
+        waiting, unserved = None, []
         try:
             waiting = self.store.waiting_count()
+            served = self.store.live_environments(self.settings.worker_stale_s)
+            unserved = sorted(env for env in self.store.waiting_by_environment()
+                              if env not in served)
         except Exception as exc:
             store = f"unavailable: {type(exc).__name__}"
         try:
@@ -259,4 +273,5 @@ class JobService:
         except Exception as exc:
             broker = f"unavailable: {type(exc).__name__}"
         ok = store == broker == "ok"
-        return Health(status="ok" if ok else "unavailable", store=store, broker=broker, waiting_runs=waiting)
+        return Health(status="ok" if ok else "unavailable", store=store, broker=broker,
+                      waiting_runs=waiting, unserved=unserved)

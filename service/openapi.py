@@ -46,7 +46,8 @@ _JOB = "/api/v1/jobs/{job_id}"
 _RUN = _JOB + "/runs/{run_id}"
 ROUTES = (
     Route("post", "/api/v1/jobs", "Submit a job: a case, environments, variants", request=JobRequest,
-          responses={202: JobView, 400: ErrorBody, 413: ErrorBody, 429: ErrorBody}),
+          responses={202: JobView, 400: ErrorBody, 409: ErrorBody, 413: ErrorBody,
+                     429: ErrorBody}),
     Route("get", "/api/v1/jobs", "Jobs, newest first, a page at a time",
           query={"limit": "jobs per page (1-200, default 20)", "offset": "jobs to skip"},
           optional=("limit", "offset"),

@@ -4,6 +4,7 @@
     ├── BadInput                the user gave something wrong (exit code 2, HTTP 400);
     │                           `.field` names what, e.g. "variants[1].passes[0]"
     │   └── UnknownEnvironment  an environment id not in images/environments.toml
+    ├── NotServed               no live worker serves an environment the job names (HTTP 409)
     ├── ProvisionError          a pinned environment could not be made
     └── RuntimeFault            the sandbox or engine failed, not the case (infra_error)
 
@@ -33,6 +34,16 @@ class UnknownEnvironment(BadInput):
     def __init__(self, env_id: str, known: list[str], field: str = "environments") -> None:
         super().__init__(field, f"unknown environment {env_id!r}; known: {', '.join(known)}")
         self.env_id = env_id
+
+
+class NotServed(ReproError):
+    """A job names environments that no live worker serves: it would wait with no end in sight."""
+
+    def __init__(self, env_ids: list[str], field: str) -> None:
+        super().__init__(f"no live worker serves {', '.join(env_ids)}; start one "
+                         f"(tvmrepro worker --env {env_ids[0]}) or submit with \"wait\": true "
+                         f"to queue the runs until one does")
+        self.env_ids, self.field = env_ids, field
 
 
 class ProvisionError(ReproError):

@@ -25,6 +25,8 @@ class JobRequest(BaseModel):
                                    "worker serves")
     variants: list[str] | None = Field(default=None, description="variant names (default all)")
     bypass_cache: bool = Field(default=False, description="run again even if a result exists")
+    wait: bool = Field(default=False, description="queue runs for environments that no live "
+                                                   "worker serves (else 409)")
     # A bisect job's own fields (CONTRACT.md, "Bisection"); a run job refuses them.
     variant: str | None = Field(default=None, description="bisect: the variant (may be left "
                                 "out when the case has one variant or is a script)")
@@ -274,6 +276,8 @@ class Health(BaseModel):
     store: str
     broker: str
     waiting_runs: int | None = None
+    unserved: list[str] = Field(default_factory=list,
+                                description="environments with waiting runs and no live worker")
 
 
 class ErrorDetail(BaseModel):

@@ -47,7 +47,8 @@ def client_of(wsgi: Any) -> ApiClient:
 def test_answers_are_the_shared_models(app: Flask) -> None:
     founding_case = json.loads(shared_case("tvm-17357/case.json").read_text())
     client = client_of(app)
-    job = client.submit({"case": founding_case, "environments": [OLD_ENV, NEW_ENV]})
+    job = client.submit({"case": founding_case, "environments": [OLD_ENV, NEW_ENV],
+                         "wait": True})
     assert job.status is JobStatus.QUEUED and {r.state for r in job.runs} == {RunState.QUEUED}
     again = client.job(job.id)
     assert again.matrix.variants == ["fusetir-once", "fusetir-twice"] and again.runs == job.runs

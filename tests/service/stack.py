@@ -136,8 +136,8 @@ class Stack:
             time.sleep(0.2)
 
     def submit(self, body: dict[str, Any]) -> dict[str, Any]:
-        """POST a job; assert 202."""
-        response = self.http.post("/api/v1/jobs", json=body)
+        """POST a job, queued even where no worker is up yet (tests start them later); assert 202."""
+        response = self.http.post("/api/v1/jobs", json={"wait": True, **body})
         assert response.status_code == 202, response.text
         job: dict[str, Any] = response.json()
         return job

@@ -55,8 +55,8 @@ def post(client: FlaskClient, body: Any) -> tuple[int, dict[str, Any]]:
 
 
 def job(case: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    """A run job on both founding-case environments."""
-    return {"case": case, "environments": [OLD_ENV, NEW_ENV], **extra}
+    """A run job on both founding-case environments (queued: these tests run no worker)."""
+    return {"case": case, "environments": [OLD_ENV, NEW_ENV], "wait": True, **extra}
 
 
 @pytest.mark.parametrize(("mutate", "field"), [
@@ -138,7 +138,7 @@ def test_healthz(client: FlaskClient) -> None:
     response = client.get("/healthz")
     assert response.status_code == 200
     assert response.get_json() == {"status": "ok", "store": "ok", "broker": "ok",
-                                   "waiting_runs": 0}
+                                   "waiting_runs": 0, "unserved": []}
 
 
 def test_healthz_says_when_the_broker_is_away(tmp_path: Path) -> None:
@@ -174,9 +174,10 @@ def test_pass_names_are_checked_against_the_selected_environments_only(
     case["variants"][0]["passes"][1] = "OnlyInOther"
     status, answer = post(client, {"case": case, "environments": [OLD_ENV, NEW_ENV]})
     assert status == 400 and answer["error"]["field"] == "case.variants[0].passes[1]"
-    status, answer = post(client, {"case": case, "environments": [OLD_ENV, other]})
+    status, answer = post(client, {"case": case, "environments": [OLD_ENV, other], "wait": True})
     assert status == 202, answer
-    status, answer = post(client, {"case": case, "environments": [OLD_ENV, unknown]})
+    status, answer = post(client, {"case": case, "environments": [OLD_ENV, unknown],
+                                   "wait": True})
     assert status == 202, answer  # the unknown environment may have it: its run will say
 
 

@@ -12,7 +12,7 @@ from tests.service.test_api import app, client, post  # noqa: F401  # fixtures
 
 def _submit(client: FlaskClient, case: dict[str, Any], title: str) -> str:  # noqa: F811
     status, body = post(client, {"case": {**case, "title": title}, "environments": [NEW_ENV],
-                                 "bypass_cache": True})
+                                 "bypass_cache": True, "wait": True})
     assert status == 202, body
     return str(body["id"])
 
@@ -42,3 +42,16 @@ def test_cancel_ends_the_waiting_runs_and_nothing_else(
     assert client.delete(f"/api/v1/jobs/{drop}").get_json()["cancelled_runs"] == 0  # idempotent
     assert {r["state"] for r in client.get(f"/api/v1/jobs/{keep}").get_json()["runs"]} == {"queued"}
     assert client.delete("/api/v1/jobs/nope").status_code == 404
+
+
+def test_a_job_for_an_environment_no_worker_serves_is_409_unless_it_waits(
+        client: FlaskClient, founding_case: dict[str, Any]) -> None:  # noqa: F811
+    before = client.get("/api/v1/jobs").get_json()["total"]
+    status, body = post(client, {"case": founding_case, "environments": [NEW_ENV]})
+    assert status == 409 and body["error"]["field"] == "environments[0]"
+    assert f"no live worker serves {NEW_ENV}" in body["error"]["message"]
+    assert client.get("/api/v1/jobs").get_json()["total"] == before  # nothing stored
+    assert client.get("/healthz").get_json()["unserved"] == []
+    _submit(client, founding_case, "queued on purpose")
+    health = client.get("/healthz").get_json()
+    assert health["status"] == "ok" and health["unserved"] == [NEW_ENV]

@@ -54,7 +54,8 @@ def sweeper(service: JobService) -> Iterator[Sweeper]:
 def submit(service: JobService) -> str:
     """A one-run job, stored and published; its run id."""
     job = service.submit({"case": {"source": "x = 1\n", "variants": [
-        {"name": "v", "passes": ["FuseTIR"]}], "timeout_s": TIMEOUT_S}, "environments": [ENV]})
+        {"name": "v", "passes": ["FuseTIR"]}], "timeout_s": TIMEOUT_S}, "environments": [ENV],
+        "wait": True})
     return job.runs[0].id
 
 
