@@ -95,6 +95,8 @@ class Settings(BaseSettings):
     docker_host: str | None = Field(default=None, validation_alias="DOCKER_HOST")
     # Wheels that provisioning and image builds may install from (offline builds).
     wheelhouse: Path | None = None
+    # Where downloaded packages are kept (default: under the home); homes can share one.
+    package_cache: Path | None = None
     log_cap_bytes: int = Field(default=LOG_CAP_BYTES, gt=0)
     max_request_bytes: int = Field(default=MAX_REQUEST_BYTES, gt=0)
     max_queued_runs: int = Field(default=MAX_QUEUED_RUNS, ge=0)
@@ -114,7 +116,7 @@ class Settings(BaseSettings):
     warm_sandboxes: int = Field(default=WARM_SANDBOXES, ge=0)
     warm_idle_s: float = Field(default=WARM_IDLE_S, gt=0)
 
-    @field_validator("home", "wheelhouse")
+    @field_validator("home", "wheelhouse", "package_cache")
     @classmethod
     def _expand(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None
@@ -153,7 +155,7 @@ class Settings(BaseSettings):
     @property
     def cache_dir(self) -> Path:
         """The package cache shared by all environments (one download per wheel)."""
-        return self.home / "uv-cache"
+        return self.package_cache or self.home / "uv-cache"
 
     @property
     def store_url(self) -> str:
