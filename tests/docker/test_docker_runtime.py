@@ -253,3 +253,30 @@ def test_a_self_inflicted_sigkill_is_a_crash_not_oom(docker_runtime: DockerRunti
     result = run_script(docker_runtime, docker_envs[NEW_ENV],
                         "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
     assert (result.status, result.signal) == ("crash", "SIGKILL"), result.message
+
+
+def test_warm_containers_run_one_case_each_and_leave_nothing(
+        docker_settings: Settings, docker_envs: dict[str, Environment]) -> None:
+    """A pool of one warm container: each run takes it warm, the next sees nothing of it."""
+    import time
+
+    from worker.runtimes.base import Limits
+
+    env = docker_envs[NEW_ENV]
+    runtime = DockerRuntime(docker_settings.model_copy(update={"warm_sandboxes": 1}))
+    runtime.prewarm([env])
+    assert runtime.pool is not None
+    key = (env.id, Limits.pooled(runtime.settings))
+    try:
+        results = []
+        for script in ("open('/tmp/left-behind', 'w').write('x')\nprint('wrote')\n",
+                       "import os\nprint(os.path.exists('/tmp/left-behind'))\n"):
+            deadline = time.monotonic() + 300
+            while runtime.pool.count(key) < 1:
+                assert time.monotonic() < deadline, "no warm container came up"
+                time.sleep(0.2)
+            results.append(run_script(runtime, env, script))
+        assert [r.isolation["warm"] for r in results] == [True, True]
+        assert [r.log.stdout for r in results] == ["wrote\n", "False\n"]
+    finally:
+        runtime.close()

@@ -23,10 +23,10 @@ import contextlib
 import io
 import json
 import tarfile
-import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+import uuid
+from collections.abc import Hashable
+from typing import Any, cast
 
 import docker
 import docker.errors
@@ -41,7 +41,6 @@ from tvmrepro.settings import Settings
 from worker.images import HARNESS_LABEL, PACKAGES_LABEL, pins_text
 from worker.runtimes.base import (
     EVENTS_READ_CAP,
-    CappedOutput,
     Execution,
     Limits,
     SandboxJob,
@@ -52,7 +51,9 @@ from worker.runtimes.base import (
     signal_name,
     verified_events,
 )
+from worker.runtimes.docker_io import ChunkReader, OutputReader
 from worker.runtimes.local import sandbox_environ
+from worker.runtimes.pool import WarmPool
 
 RUN_LABEL, JOB_LABEL = "tvmrepro.run", "tvmrepro.job"
 OWNER_LABEL, DEADLINE_LABEL = "tvmrepro.owner", "tvmrepro.deadline"
@@ -118,51 +119,23 @@ def sandbox_host_config(client: docker.DockerClient, job: SandboxJob,
     return host_config
 
 
-class _ChunkReader(io.RawIOBase):
-    """A file over an iterator of byte chunks, for tarfile's stream mode."""
+class DockerSandbox:
+    """A started container whose supervisor waits for its one case."""
 
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self.chunks, self.pending = chunks, b""
+    def __init__(self, runtime: DockerRuntime, container_id: str, output: OutputReader) -> None:
+        self.runtime, self.container_id, self.output = runtime, container_id, output
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        while not self.pending:
-            self.pending = next(self.chunks, b"")
-            if not self.pending:
-                return 0
-        size = min(len(buffer), len(self.pending))
-        buffer[:size], self.pending = self.pending[:size], self.pending[size:]
-        return size
-
-
-class _OutputReader(threading.Thread):
-    """Drains a container's attach stream, keeping the first `cap` bytes of stdout and stderr."""
-
-    def __init__(self, stream: Any, cap: int) -> None:
-        super().__init__(daemon=True)
-        self.stream = stream
-        self.outputs = (CappedOutput(cap), CappedOutput(cap))  # stdout, stderr
-
-    def run(self) -> None:
-        """Read until the container's streams close."""
+    def alive(self) -> bool:
+        """Whether the container still runs."""
         try:
-            for frames in self.stream:
-                for output, chunk in zip(self.outputs, frames, strict=True):
-                    if chunk:
-                        output.keep(chunk)
-        except (docker.errors.DockerException, requests.exceptions.RequestException, OSError):
-            pass  # the container was removed under the stream: what we have is what there is
+            state = self.runtime.client.api.inspect_container(self.container_id)["State"]
+        except docker.errors.DockerException:
+            return False
+        return bool(state.get("Running"))
 
-    @property
-    def truncated(self) -> bool:
-        """Whether either stream was cut."""
-        return any(output.truncated for output in self.outputs)
-
-    def text(self, index: int) -> str:
-        """stdout (0) or stderr (1) as kept, decoded."""
-        return self.outputs[index].text()
+    def discard(self) -> None:
+        """Remove the container."""
+        self.runtime._remove(self.container_id)
 
 
 class DockerRuntime:
@@ -177,6 +150,8 @@ class DockerRuntime:
         self._images: dict[str, str] = {}
         self._harness: dict[str, str | None] = {}  # image id -> its harness digest label
         self._fingerprints: dict[str, dict[str, Any]] = {}  # image id -> what its TVM has
+        self.pool: WarmPool[DockerSandbox] | None = None
+        self.served: dict[str, Environment] = {}  # the pool's environments, by id
         self.swept = self.sweep()
 
     def sweep(self) -> list[str]:
@@ -233,18 +208,21 @@ class DockerRuntime:
         self._harness[info["Id"]] = labels.get(HARNESS_LABEL)
         return str(info["Id"])
 
-    def _command(self, job: SandboxJob) -> list[str]:
-        self_limit = job.timeout_s + SELF_LIMIT_GRACE_S + READY_TIMEOUT_S
-        return ["timeout", "--signal=KILL", str(self_limit),
+    def _command(self, self_limit_s: float) -> list[str]:
+        return ["timeout", "--signal=KILL", str(int(self_limit_s)),
                 "python3", "-m", "harness", "--events", EVENTS_FILE, "--workdir", SCRATCH_DIR]
 
-    def _create(self, job: SandboxJob, command: list[str] | None = None) -> str:
-        deadline = (time.time() + job.timeout_s + SELF_LIMIT_GRACE_S + READY_TIMEOUT_S
-                    + ENGINE_TIMEOUT_S)
+    def _create(self, job: SandboxJob, command: list[str] | None = None,
+                self_limit_s: float | None = None) -> str:
+        """A container for `job`; it ends itself `self_limit_s` after its start (else its time
+        limit, plus TVM's import, plus a grace), and anyone may sweep it after that."""
+        self_limit = self_limit_s or job.timeout_s + SELF_LIMIT_GRACE_S + READY_TIMEOUT_S
+        deadline = time.time() + self_limit + ENGINE_TIMEOUT_S
         labels = {RUN_LABEL: job.run_id, JOB_LABEL: job.job_id, OWNER_LABEL: self.owner,
                   DEADLINE_LABEL: str(int(deadline)), "tvmrepro.environment": job.env.id}
         created = self.client.api.create_container(
-            self.image_id(job.env), command or self._command(job), user=SANDBOX_USER, detach=True,
+            self.image_id(job.env), command or self._command(self_limit), user=SANDBOX_USER,
+            detach=True,
             environment=container_environ(), working_dir=SCRATCH_DIR, hostname="sandbox",
             labels=labels, network_disabled=True, stdin_open=True, stdin_once=True,
             host_config=sandbox_host_config(self.client, job, self.settings))
@@ -252,30 +230,76 @@ class DockerRuntime:
         return container_id
 
     def execute(self, job: SandboxJob) -> Execution:
-        """Run the harness for this job in a new container and collect what it reported."""
+        """Run the harness for this job in a (warm, else new) container and collect the run."""
         image_id = self.image_id(job.env)
-        container_id = ""
+        limits = Limits.of(job, self.settings)
+        pooled = Limits.pooled(self.settings)
+        sandbox = None
+        if self.pool is not None and job.env.id in self.served and pooled.covers(limits):
+            sandbox = self.pool.take((job.env.id, pooled))
+        warm = sandbox is not None
         try:
-            container_id = self._create(job)
-            execution = self._run(job, container_id, image_id)
+            if sandbox is None or not sandbox.alive():  # it died while waiting: costs no run
+                warm, sandbox = False, self._launch(job)
+                if not self._ready(sandbox.container_id):
+                    raise RuntimeFault(f"the sandbox of {job.env.id} did not get ready (TVM did "
+                                       f"not import): {sandbox.output.text(1)[-2000:]}")
+            execution = self._run(job, sandbox, image_id)
+            execution.isolation["warm"] = warm
             execution.tvm = fingerprint_tvm(self.fingerprint(job.env))
             return execution
         except docker.errors.DockerException as exc:
             raise RuntimeFault(f"the Docker engine failed the run: {exc}") from exc
         finally:
-            if container_id:
-                self._remove(container_id)
+            if sandbox is not None:
+                sandbox.discard()
 
-    def _run(self, job: SandboxJob, container_id: str, image_id: str) -> Execution:
-        api = self.client.api
-        stream = api.attach(container_id, stdout=True, stderr=True, stream=True, logs=False,
-                            demux=True)
-        output = _OutputReader(stream, self.settings.log_cap_bytes)
-        output.start()
-        api.start(container_id)
-        if not self._ready(container_id):
-            raise RuntimeFault(f"the sandbox of {job.env.id} did not get ready (TVM did not "
-                               f"import): {output.text(1)[-2000:]}")
+    def _launch(self, job: SandboxJob, self_limit_s: float | None = None) -> DockerSandbox:
+        """Create and start a container whose supervisor imports TVM and waits for its case."""
+        container_id = self._create(job, self_limit_s=self_limit_s)
+        try:
+            stream = self.client.api.attach(container_id, stdout=True, stderr=True, stream=True,
+                                            logs=False, demux=True)
+            output = OutputReader(stream, self.settings.log_cap_bytes)
+            output.start()
+            self.client.api.start(container_id)
+        except BaseException:
+            self._remove(container_id)
+            raise
+        return DockerSandbox(self, container_id, output)
+
+    def prewarm(self, envs: list[Environment]) -> None:
+        """Keep `warm_sandboxes` containers waiting per environment (see the local runtime)."""
+        from worker.runtimes.local import PREWARM_AT_START
+
+        if self.settings.warm_sandboxes <= 0:
+            return
+        if self.pool is None:
+            self.pool = WarmPool(self._start_pooled, self.settings.warm_sandboxes,
+                                 self.settings.warm_idle_s)
+        for env in envs:
+            self.served[env.id] = env
+            if len(envs) <= PREWARM_AT_START:
+                self.pool.fill((env.id, Limits.pooled(self.settings)))
+
+    def close(self) -> None:
+        """Remove the waiting containers."""
+        if self.pool is not None:
+            self.pool.close()
+
+    def _start_pooled(self, key: Hashable) -> DockerSandbox:
+        env_id, limits = cast(tuple[str, Limits], key)
+        env = self.served[env_id]
+        job = SandboxJob(f"warm-{uuid.uuid4().hex}", "warm", env,
+                         {"timeout_s": limits.timeout_s, "memory_mb": limits.memory_mb}, "")
+        sandbox = self._launch(job, self_limit_s=self.settings.warm_idle_s + limits.timeout_s)
+        if not self._ready(sandbox.container_id):
+            sandbox.discard()
+            raise RuntimeFault(f"a warm container of {env_id} did not get ready")
+        return sandbox
+
+    def _run(self, job: SandboxJob, sandbox: DockerSandbox, image_id: str) -> Execution:
+        api, container_id, output = self.client.api, sandbox.container_id, sandbox.output
         key = new_key()
         self._hand_over(container_id, handover_bytes(job, Limits.of(job, self.settings), key))
         started = time.monotonic()  # the time limit counts from the hand-over
@@ -344,7 +368,7 @@ class DockerRuntime:
             return b""
         stream = iter(chunks)
         try:
-            with tarfile.open(fileobj=io.BufferedReader(_ChunkReader(stream)), mode="r|") as tar:
+            with tarfile.open(fileobj=io.BufferedReader(ChunkReader(stream)), mode="r|") as tar:
                 member = next(iter(tar), None)
                 handle = tar.extractfile(member) if member else None
                 data = handle.read(EVENTS_READ_CAP) if handle else b""
