@@ -189,3 +189,15 @@ def test_nul_bytes_and_lone_surrogates_come_back_as_text(warm: LocalRuntime,
     assert "\x00" not in result.log.stdout and "a\\x00b" in result.log.stdout
     assert result.message is not None and "\x00" not in result.message
     result.message.encode()  # no lone surrogate left
+
+
+def test_the_directory_of_a_sandbox_whose_worker_died_is_swept(settings: Settings) -> None:
+    gone = settings.work_dir / f"sandbox-{2 ** 22 + 7}-{'0' * 32}"  # above pid_max: never alive
+    (gone / "work").mkdir(parents=True)
+    mine = settings.work_dir / f"sandbox-{os.getpid()}-{'1' * 32}"
+    mine.mkdir(parents=True)
+    try:
+        LocalRuntime(settings)  # a runtime sweeps when it starts
+        assert not gone.exists() and mine.exists()
+    finally:
+        mine.rmdir()

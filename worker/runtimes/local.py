@@ -77,6 +77,16 @@ def _rlimits(limits: Limits) -> Callable[[], None]:
     return apply
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class LocalRuntime:
     """Runs the harness with a provisioned environment's interpreter, in a sandbox."""
 
@@ -88,6 +98,17 @@ class LocalRuntime:
         self.unshare = shutil.which("unshare") if os.geteuid() == 0 else None
         self.pool: WarmPool[LocalSandbox] | None = None
         self.served: dict[str, Environment] = {}  # the pool's environments, by id
+        self.sweep_rundirs()
+
+    def sweep_rundirs(self) -> list[Path]:
+        """Remove the sandbox directories of processes that are gone (a worker killed mid-run)."""
+        removed = []
+        for rundir in self.settings.work_dir.glob("sandbox-*-*"):
+            owner = rundir.name.split("-")[1]
+            if owner.isdigit() and not _alive(int(owner)):
+                shutil.rmtree(rundir, ignore_errors=True)
+                removed.append(rundir)
+        return removed
 
     def isolation(self) -> dict[str, Any]:
         """What this runtime can apply on this machine."""
@@ -132,7 +153,8 @@ class LocalRuntime:
         return python
 
     def _prepare(self) -> Path:
-        rundir = self.settings.work_dir / f"sandbox-{uuid.uuid4().hex}"
+        # Named by its owner: a sandbox directory whose worker died is swept (sweep_rundirs).
+        rundir = self.settings.work_dir / f"sandbox-{os.getpid()}-{uuid.uuid4().hex}"
         (rundir / "work").mkdir(parents=True)
         os.chmod(rundir, 0o755)
         if not self.bwrap:  # without a PYTHONPATH mount, the harness is found next to the case
