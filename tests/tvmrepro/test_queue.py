@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -54,10 +55,23 @@ def test_broker_ping_fails_fast_when_nobody_listens(tmp_path: Path) -> None:
     assert time.monotonic() - started < 5
 
 
-def _publish_once(home: str, start: float) -> str:
-    """In a fresh process: wait for `start`, then publish to a queue nobody made yet."""
+RACERS = 8
+
+
+def _publish_once(home: str, gate: str) -> str:
+    """In a fresh process: wait at the gate until every racer is there, then publish."""
     app = make_celery(Settings.from_env({"TVMREPRO_HOME": home}))
-    time.sleep(max(0.0, start - time.time()))
+    # Connected, the broker's tables read: after the gate only the queue's look-up and
+    # insert remain, so the racers do meet there (a cold start spreads them out).
+    with app.pool.acquire(block=True) as conn:
+        conn.default_channel
+    gate_dir = Path(gate)
+    (gate_dir / f"{os.getpid()}").touch()
+    deadline = time.monotonic() + 300  # only against a hang: the barrier itself waits for all
+    while len(list(gate_dir.iterdir())) < RACERS:
+        if time.monotonic() > deadline:
+            return "the other racers never arrived"
+        time.sleep(0.001)
     try:
         publish_run(app, "r", "tvm-race-cpu")
         return "ok"
@@ -71,8 +85,11 @@ def test_processes_racing_to_make_an_embedded_queue_all_publish(tmp_path: Path) 
 
     broker = make_celery(Settings.from_env({"TVMREPRO_HOME": str(tmp_path)}))
     assert queue_length(broker, "tvm-other-cpu") == 0  # the broker's tables exist
-    start = time.time() + 2.0
-    with ProcessPoolExecutor(8, mp_context=get_context("spawn")) as pool:
-        outcomes = list(pool.map(_publish_once, [str(tmp_path)] * 8, [start] * 8))
-    assert outcomes == ["ok"] * 8
-    assert queue_length(broker, "tvm-race-cpu") == 8
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    # A barrier of files: whatever each interpreter's start-up costs, none publishes
+    # before all eight are imported and waiting, so they do race for the new queue.
+    with ProcessPoolExecutor(RACERS, mp_context=get_context("spawn")) as pool:
+        outcomes = list(pool.map(_publish_once, [str(tmp_path)] * RACERS, [str(gate)] * RACERS))
+    assert outcomes == ["ok"] * RACERS
+    assert queue_length(broker, "tvm-race-cpu") == RACERS
