@@ -64,7 +64,7 @@ def _publish_once(home: str, gate: str) -> str:
     # Connected, the broker's tables read: after the gate only the queue's look-up and
     # insert remain, so the racers do meet there (a cold start spreads them out).
     with app.pool.acquire(block=True) as conn:
-        conn.default_channel
+        assert conn.default_channel is not None
     gate_dir = Path(gate)
     (gate_dir / f"{os.getpid()}").touch()
     deadline = time.monotonic() + 300  # only against a hang: the barrier itself waits for all
