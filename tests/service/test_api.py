@@ -89,10 +89,16 @@ def test_bad_input_is_400_naming_the_field(client: FlaskClient, founding_case: d
     assert answer["error"]["message"].startswith(f"{field}: ")
 
 
-@pytest.mark.parametrize("raw", ["{bad", "", "[]", "null", "\"text\"", "{\"case\": {}}"])
-def test_not_a_job_is_400(client: FlaskClient, raw: str) -> None:
+@pytest.mark.parametrize(("raw", "field"), [
+    ("{bad", "body"), ("", "body"), ("[]", "body"), ("null", "body"), ("\"text\"", "body"),
+    ("{}", "case"), ("{\"case\": []}", "case"), ("{\"case\": {}}", "case"),
+])
+def test_not_a_job_is_400(client: FlaskClient, raw: str, field: str) -> None:
+    # Not a JSON object: the body is wrong; an object without a usable case: the case is.
     status, answer = post(client, raw)
-    assert status == 400 and answer["error"]["field"] in ("body", "case")
+    assert status == 400, answer
+    assert answer["error"]["field"] == field
+    assert answer["error"]["message"].startswith(f"{field}: ")
 
 
 def test_too_large_is_413(client: FlaskClient, founding_case: dict[str, Any]) -> None:
