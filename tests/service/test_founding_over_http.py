@@ -87,7 +87,24 @@ def test_founding_case_over_http(stack: Stack, founding_case: dict[str, Any],
     other = next(r for r in job["runs"] if r["variant"] == "fusetir-once" and r is not once)
     cross = stack.http.get(f"/api/v1/jobs/{job['id']}/compare",
                            params={"a": once["id"], "b": other["id"]}).json()
-    assert cross["a"]["environment"] != cross["b"]["environment"]
+    assert (cross["a"], cross["b"]) == (
+        {"variant": "fusetir-once", "environment": once["environment"]},
+        {"variant": "fusetir-once", "environment": other["environment"]})
+    # What the comparison must say, read from the two runs' own IR after each pass.
+    ir_a = stack.http.get(base + "/ir").json()["passes"]
+    ir_b = stack.http.get(f"/api/v1/jobs/{job['id']}/runs/{other['id']}/ir").json()["passes"]
+    assert [p["name"] for p in ir_a] == [p["name"] for p in ir_b]
+    differing = [n for n, (pa, pb) in enumerate(zip(ir_a, ir_b, strict=True))
+                 if pa["ir"] != pb["ir"]]
+    assert cross["identical"] is (not differing)
+    if differing:
+        step = differing[0]
+        assert cross["first_differing_pass"] == {"index": step, "a": ir_a[step]["name"],
+                                                 "b": ir_b[step]["name"]}
+        assert cross["diff"].startswith(
+            f"--- fusetir-once@{once['environment']} after pass {step} ({ir_a[step]['name']})")
+    else:
+        assert cross["first_differing_pass"] is None and cross["diff"] == ""
 
 
 def test_second_submission_comes_from_the_cache(
