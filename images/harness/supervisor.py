@@ -23,6 +23,7 @@ import contextlib
 import ctypes
 import hashlib
 import hmac
+import io
 import json
 import os
 import resource
@@ -147,6 +148,10 @@ def _child(channel: Channel, pipe: tuple[int, int], request: dict[str, Any],
         os.dup2(null, 0)
         os.close(null)
         os.setpgid(0, 0)  # its own group: the supervisor's stays out of a killpg(0) of the case
+        # What the case prints goes out at once: a run killed at its time limit keeps it.
+        for stream in (sys.stdout, sys.stderr):
+            if isinstance(stream, io.TextIOWrapper):
+                stream.reconfigure(line_buffering=True)
         for name, value in (request.get("rlimits") or {}).items():
             limit = getattr(resource, name)
             _, hard = resource.getrlimit(limit)

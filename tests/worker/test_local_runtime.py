@@ -142,3 +142,11 @@ def test_an_environment_not_provisioned_here_is_a_runtime_fault(tmp_path: Path) 
     with pytest.raises(RuntimeFault, match="not provisioned here.*tvmrepro env provision"):
         run_variant(parse_case({"script": "print(1)\n"}), "script", default_catalog().get(NEW_ENV),
                     LocalRuntime(empty))
+
+
+def test_what_a_run_printed_before_its_time_limit_is_kept(tvm_envs: dict[str, Environment],
+                                                           runtime: LocalRuntime) -> None:
+    script = "import time\nprint('before the hang')\ntime.sleep(10**9)\n"
+    result = run_script(script, tvm_envs[NEW_ENV], runtime, timeout_s=HOSTILE_TIMEOUT_S)
+    assert result.status == "timeout"
+    assert "before the hang" in result.log.stdout
