@@ -166,8 +166,8 @@ def _service_settings() -> Settings:
 
 
 @main.command("serve")
-@click.option("--host", default=None, help="Address to bind (default 127.0.0.1).")
-@click.option("--port", type=int, default=None, help="Port (default 8000).")
+@click.option("--host", default=None, help="Address to bind (default $TVMREPRO_HOST, else 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Port (default $TVMREPRO_PORT, else 8000).")
 @reports_errors
 def serve_command(host: str | None, port: int | None) -> None:
     """Serve the HTTP API (gunicorn); workers run separately (tvmrepro worker)."""
@@ -191,8 +191,8 @@ def worker_command(env_ids: tuple[str, ...], concurrency: int | None, loglevel: 
 
 
 @main.command("up")
-@click.option("--port", type=int, default=None, help="Port (default 8000).")
-@click.option("--host", default=None, help="Address to bind (default 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Port (default $TVMREPRO_PORT, else 8000).")
+@click.option("--host", default=None, help="Address to bind (default $TVMREPRO_HOST, else 127.0.0.1).")
 @click.option("--env", "env_ids", multiple=True,
               help="Environments for the worker (default: the newest CPU release of each minor "
                    "version, plus the CPU ones provisioned here).")
