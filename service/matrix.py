@@ -22,6 +22,8 @@ from tvmrepro.outputs import compare_outputs
 from tvmrepro.results import Status
 from tvmrepro.rows import JobRow, RunRow
 
+REFERENCE = "numpy reference"  # the `against` variant of a cell compared with the case's reference
+
 
 def job_status(runs: list[RunRow]) -> JobStatus:
     """queued (nothing started), running, done, or failed (every result is an infra_error)."""
@@ -83,6 +85,18 @@ def _flag(cell: Cell, outputs: Any, reference: tuple[Cell, Any]) -> None:
             max_rel_error=found.max_rel_error)
 
 
+def flag_references(rows: list[list[Cell]], references: dict[str, Any],
+                    outputs: dict[str, Any]) -> None:
+    """Compare each cell's outputs with what the case's NumPy reference computed there."""
+    for row in rows:
+        for cell in row:
+            expected = references.get(cell.run)
+            if expected is not None and outputs.get(cell.run) is not None:
+                _flag(cell, outputs[cell.run], (
+                    Cell(variant=REFERENCE, environment=cell.environment, run="",
+                         state=cell.state), expected))
+
+
 def flag_outputs(rows: list[list[Cell]], outputs: dict[str, Any]) -> None:
     """Compare outputs across releases (the row's majority) and across variants (the first row).
 
@@ -107,7 +121,10 @@ def build_matrix(job: JobRow, comparisons: list[Comparison] | None = None) -> Ma
     """The matrix of a stored job, with its stored comparisons (none until it is finished)."""
     by_cell = {(run.variant, run.environment): make_cell(run) for run in job.runs}
     rows = [[by_cell[(v, e)] for e in job.environments] for v in job.variants]
-    flag_outputs(rows, {run.id: (run.result or {}).get("outputs") for run in job.runs})
+    outputs = {run.id: (run.result or {}).get("outputs") for run in job.runs}
+    flag_references(rows, {run.id: (run.result or {}).get("reference_outputs")
+                           for run in job.runs}, outputs)
+    flag_outputs(rows, outputs)
     flat = [cell for row in rows for cell in row]
     found = comparisons if comparisons is not None else job.comparisons
     return Matrix(variants=job.variants, environments=job.environments, cells=rows,

@@ -75,6 +75,9 @@ class Case(BaseModel):
     target: str | None = None
     opt_level: int = Field(default=3, ge=0, le=4)
     entry: str | None = None
+    # A NumPy expression of the entry's inputs (by parameter name, `np` is numpy) that the
+    # outputs must match, e.g. "np.maximum(x @ w, 0)": a miscompile then shows on its own.
+    reference: str | None = None
     inputs: Inputs = Field(default_factory=Inputs)
     timeout_s: int = Field(default=DEFAULT_TIMEOUT_S, ge=1, le=MAX_TIMEOUT_S)
     memory_mb: int = Field(default=DEFAULT_MEMORY_MB, ge=256, le=MAX_MEMORY_MB)
@@ -106,6 +109,13 @@ class Case(BaseModel):
             raise ValueError(f"variant names must be unique, got {names}")
         if not _NAME.match(self.module):
             raise ValueError(f"module {self.module!r} is not a Python name")
+        if self.reference is not None:
+            if not self.entry:
+                raise ValueError("a 'reference' needs an 'entry' whose outputs it checks")
+            try:
+                compile(self.reference, "<reference>", "eval", dont_inherit=True)
+            except SyntaxError as exc:
+                raise ValueError(f"reference is not a Python expression: {exc.msg}") from None
         return self
 
     @property

@@ -65,6 +65,7 @@ class Result(BaseModel):
     reproducer: str | None = None
     passes: list[PassRecord] = Field(default_factory=list)
     outputs: Any = None
+    reference_outputs: Any = None  # what the case's NumPy reference computed, summarized
     tvm: dict[str, Any] | None = None
     seconds: dict[str, float] = Field(default_factory=dict)
     isolation: dict[str, Any] = Field(default_factory=dict)

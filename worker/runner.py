@@ -89,7 +89,8 @@ def assemble_result(job: SandboxJob, ex: Execution) -> Result:
     if result_event and ended_cleanly(ex):
         fields = {k: result_event.get(k) for k in ("status", "stage", "pass_path", "error_type",
                                                    "message", "signature", "signature_frame",
-                                                   "signature_message", "outputs")}
+                                                   "signature_message", "outputs",
+                                                   "reference_outputs")}
         if fields["status"] in _OBSERVED_ONLY:
             fields["status"] = Status.ERROR
     else:

@@ -18,6 +18,12 @@ def param_type(param: Any) -> Any:
     return getattr(param, "ty", None) or getattr(param, "struct_info", None)
 
 
+def var_name(var: Any) -> str:
+    """A Relax variable's name (`name` since 0.26, `name_hint` before)."""
+    name = getattr(var, "name", None)
+    return str(name if isinstance(name, str) else var.name_hint)
+
+
 def dim_value(dim: Any, shape_vars: dict[str, int]) -> int:
     """A dimension's size: its constant, else the shape variable's value (default 4)."""
     value = getattr(dim, "value", None)
@@ -44,7 +50,7 @@ def make_inputs(tvm: Any, func: Any, device: Any, seed: int, shape_vars: dict[st
     for param in func.params:
         info = param_type(param)
         if info is None or getattr(info, "shape", None) is None:
-            raise TypeError(f"cannot generate an input for parameter {param.name_hint}: {info}")
+            raise TypeError(f"cannot generate an input for parameter {var_name(param)}: {info}")
         args.append(to_tensor(_array(info, rng, shape_vars), device))
     return args
 

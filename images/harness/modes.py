@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .inputs import make_inputs, summarize
+from .inputs import make_inputs, summarize, var_name
 from .porting import Features, Incompatible, port_target
 from .reproducer import entry_reproducer, module_reproducer
 from .tracing import Tracer
@@ -72,7 +72,34 @@ def run_module_case(tvm: Any, case: dict[str, Any], variant: dict[str, Any], tra
     started = time.perf_counter()
     output = vm[entry](*args)
     elapsed = time.perf_counter() - started
-    return {"outputs": summarize(output), "run_seconds": round(elapsed, 6)}
+    found = {"outputs": summarize(output), "run_seconds": round(elapsed, 6)}
+    if case.get("reference"):
+        found["reference_outputs"] = numpy_reference(case["reference"], func, args)
+    return found
+
+
+def numpy_reference(expression: str, func: Any, args: list[Any]) -> Any:
+    """The case's NumPy expression of the entry's inputs (by parameter name), summarized.
+
+    Evaluated after the call, on the same inputs: what the entry should have computed.
+    """
+    import numpy as np
+
+    names = {var_name(param): arg.numpy() for param, arg in zip(func.params, args, strict=True)}
+    # One namespace (comprehensions see the inputs); it runs in the sandbox like the case.
+    expected = eval(expression, {"np": np, "numpy": np, **names})  # noqa: S307
+    return summarize(_AsNumpy(np.asarray(expected)))
+
+
+class _AsNumpy:
+    """A numpy array shown to `summarize` like a TVM tensor."""
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+
+    def numpy(self) -> Any:
+        """The array itself."""
+        return self.array
 
 
 def run_script_case(script: str, workdir: Path) -> dict[str, Any]:
