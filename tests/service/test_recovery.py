@@ -135,14 +135,15 @@ def many_variants(case: dict[str, Any], copies: int, run_s: float = 1.0) -> dict
 
 def finished_results(stack: Stack, job_id: str) -> dict[str, Any]:
     """run id -> stored result summary, for the runs that are done."""
-    job = stack.store.job(job_id) or {"runs": []}
-    return {r["id"]: r["result"] for r in job["runs"] if r["state"] == "done"}
+    job = stack.store.job(job_id)
+    return {r.id: r.result for r in (job.runs if job else []) if r.done}
 
 
 def wait_partly_done(stack: Stack, job_id: str) -> None:
     """Until a run of the job has a result and at least two still wait in the queue."""
     def partly() -> bool:
-        states = [r["state"] for r in (stack.store.job(job_id) or {"runs": []})["runs"]]
+        job = stack.store.job(job_id)
+        states = [r.state for r in (job.runs if job else [])]
         return states.count("done") >= 1 and states.count("queued") >= 2
     stack._until(partly, "the job to be part done")
 
