@@ -119,10 +119,11 @@ class JobService:
 
     def _runs(self, job_id: str, case: Case, planned: list[PlannedRun], bypass_cache: bool,
               now: float) -> list[RunRow]:
+        keys = [cache_key(case, run.variant, run.env) for run in planned]
+        hits = {} if bypass_cache else self.store.cached_results(keys)
         runs: list[RunRow] = []
-        for run in planned:
-            key = cache_key(case, run.variant, run.env)
-            hit = None if bypass_cache else self.store.cached_result(key)
+        for run, key in zip(planned, keys, strict=True):
+            hit = hits.get(key)
             runs.append(RunRow(
                 id=uuid.uuid4().hex, job_id=job_id, ordinal=len(runs), variant=run.variant,
                 environment=run.env.id, state=RunState.DONE if hit else RunState.QUEUED,

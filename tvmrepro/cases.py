@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,18 @@ from tvmrepro.settings import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, MAX_MEMORY_M
 SCRIPT_VARIANT = "script"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+@lru_cache(maxsize=32)
+def _syntax_error(source: str) -> str | None:
+    """Why `source` is not valid Python, or None (cached: a case submitted again, as a cache
+    hit is, is not compiled again; compiling a large TVMScript module takes milliseconds)."""
+    try:
+        compile(source, "<case>", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        where = f" at line {exc.lineno}, column {exc.offset}" if exc.lineno else ""
+        return f"not valid Python: {exc.msg}{where}"
+    return None
 
 
 class PassSpec(BaseModel):
@@ -86,12 +99,8 @@ class Case(BaseModel):
     @classmethod
     def _python(cls, value: str | None) -> str | None:
         # A typo is a 400 at submit, not one failed run per variant and environment.
-        if value is not None:
-            try:
-                compile(value, "<case>", "exec", dont_inherit=True)
-            except SyntaxError as exc:
-                where = f" at line {exc.lineno}, column {exc.offset}" if exc.lineno else ""
-                raise ValueError(f"not valid Python: {exc.msg}{where}") from None
+        if value is not None and (problem := _syntax_error(value)):
+            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")

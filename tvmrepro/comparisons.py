@@ -2,7 +2,9 @@
 
 A job's comparisons (in each environment, its first variant against every other)
 are computed once, when the job's last run is stored (`Store.finish`), and stored
-with the job: reading a job never diffs IR. `compare` also answers
+with the job: reading a job never diffs IR. A comparison between the same two
+results in the same cells is stored already when a job's runs came from the cache
+(`reusable`): it is copied, not computed again. `compare` also answers
 GET /api/v1/jobs/<id>/compare for any two runs.
 """
 
@@ -20,6 +22,10 @@ DIFF_CONTEXT = 3
 
 # A result id -> that run's passes, each with the TVMScript after it ("ir").
 PassLoader = Callable[[str], list[dict[str, Any]]]
+# Two cells of a job with the result ids they show: (a, a's result, b, b's result).
+Pair = tuple[CellRef, str, CellRef, str]
+# The same, by value: (a variant, a environment, a result, b variant, b environment, b result).
+PairKey = tuple[str, str, str, str, str, str]
 
 
 def first_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> int | None:
@@ -62,7 +68,7 @@ def compare(a: CellRef, a_passes: list[dict[str, Any]], b: CellRef,
                       diff=diff[:MAX_DIFF_CHARS], truncated=truncated)
 
 
-def job_comparisons(job: JobRow, load: PassLoader) -> list[Comparison]:
+def job_pairs(job: JobRow) -> list[Pair]:
     """In each environment, the job's first variant against every other (cells both done)."""
     done = {(run.variant, run.environment): run.result_id for run in job.runs
             if run.done and run.result_id}
@@ -74,8 +80,39 @@ def job_comparisons(job: JobRow, load: PassLoader) -> list[Comparison]:
         base = done.get((first, env_id))
         for variant in others:
             other = done.get((variant, env_id))
-            if base is None or other is None:
-                continue
-            out.append(compare(CellRef(variant=first, environment=env_id), load(base),
-                               CellRef(variant=variant, environment=env_id), load(other)))
+            if base is not None and other is not None:
+                out.append((CellRef(variant=first, environment=env_id), base,
+                            CellRef(variant=variant, environment=env_id), other))
     return out
+
+
+def _key(a: CellRef, a_result: str, b: CellRef, b_result: str) -> PairKey:
+    return a.variant, a.environment, a_result, b.variant, b.environment, b_result
+
+
+def reusable(jobs: list[JobRow]) -> dict[PairKey, Comparison]:
+    """The comparisons stored with these jobs, by the cells and the result ids they compared.
+
+    A comparison is a function of its two cells and their results alone (a result's passes
+    never change), so a job showing the same results in the same cells, as a cache hit
+    does, reuses it instead of diffing the IR again.
+    """
+    known: dict[PairKey, Comparison] = {}
+    for job in jobs:
+        results = {(a.variant, a.environment, b.variant, b.environment): (a_result, b_result)
+                   for a, a_result, b, b_result in job_pairs(job)}
+        for found in job.comparisons or []:
+            ids = results.get((found.a.variant, found.a.environment,
+                               found.b.variant, found.b.environment))
+            if ids is not None:
+                known[_key(found.a, ids[0], found.b, ids[1])] = found
+    return known
+
+
+def job_comparisons(job: JobRow, load: PassLoader,
+                    known: dict[PairKey, Comparison] | None = None) -> list[Comparison]:
+    """The job's comparisons (`job_pairs`): those in `known` reused, the others computed."""
+    known = known or {}
+    return [known.get(_key(a, a_result, b, b_result))
+            or compare(a, load(a_result), b, load(b_result))
+            for a, a_result, b, b_result in job_pairs(job)]

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 
 from tvmrepro import migrations
 from tvmrepro import schema as t
-from tvmrepro.comparisons import job_comparisons
+from tvmrepro.comparisons import job_comparisons, job_pairs, reusable
 from tvmrepro.engine import make_engine
 from tvmrepro.errors import ReproError
 from tvmrepro.lifecycle import Action, Claim, RunState
@@ -111,6 +111,9 @@ class Store:
     def submit(self, job: JobRow, new_runs: list[RunRow], cap: int) -> None:
         """Store a job and its runs in one transaction, or raise QueueFull storing nothing."""
         waiting_new = sum(1 for run in new_runs if run.state == RunState.QUEUED)
+        # Every run came from the cache: the job is finished as stored, its comparisons with it.
+        settled = bool(new_runs) and all(run.done for run in new_runs)
+        found = self._compared(job.model_copy(update={"runs": new_runs})) if settled else None
         with self._write() as conn:
             # Locks the admission row: concurrent submissions count and insert one at a time.
             conn.execute(t.admission.update().where(t.admission.c.id == 1)
@@ -122,8 +125,8 @@ class Store:
             conn.execute(t.jobs.insert().values(**job.columns()))
             if new_runs:
                 conn.execute(t.runs.insert(), [run.columns() for run in new_runs])
-        if new_runs and not waiting_new and all(run.done for run in new_runs):
-            self.settle_comparisons(job.id)  # every run came from the cache
+            if found is not None:
+                self._insert_comparisons(conn, job.id, found, len(new_runs))
 
     @staticmethod
     def _count_waiting(conn: Connection) -> int:
@@ -144,13 +147,22 @@ class Store:
 
     def cached_result(self, cache_key: str) -> str | None:
         """The result id of the newest finished run with this key (never an infra_error)."""
-        query = (sa.select(t.runs.c.result_id)
-                 .join(t.results, t.results.c.run_id == t.runs.c.result_id)
-                 .where(t.runs.c.cache_key == cache_key, t.runs.c.state == RunState.DONE.value,
-                        t.results.c.status != Status.INFRA_ERROR.value)
-                 .order_by(t.runs.c.finished_at.desc()).limit(1))
+        return self.cached_results([cache_key]).get(cache_key)
+
+    def cached_results(self, cache_keys: list[str]) -> dict[str, str]:
+        """Cache key -> `cached_result` of it, for those that have one, in one query."""
+        # The runs that made a result themselves (its run_id is theirs): a cached run only
+        # points at the newest of them, so they answer alone, and the query does not walk
+        # every earlier hit's runs or, in SQLite, every finished run through the state index.
+        newest = sa.func.row_number().over(partition_by=t.runs.c.cache_key,
+                                           order_by=t.runs.c.finished_at.desc())
+        ranked = (sa.select(t.runs.c.cache_key, t.results.c.run_id, newest.label("newest"))
+                  .join(t.results, t.results.c.run_id == t.runs.c.id)
+                  .where(t.runs.c.cache_key.in_(set(cache_keys)),
+                         t.results.c.status != Status.INFRA_ERROR.value).subquery())
+        query = sa.select(ranked.c.cache_key, ranked.c.run_id).where(ranked.c.newest == 1)
         with self.engine.connect() as conn:
-            return conn.execute(query).scalar_one_or_none()
+            return {key: result_id for key, result_id in conn.execute(query)}
 
     def mark_published(self, run_ids: list[str], at: float) -> None:
         """Record that these runs' messages were (re)published at `at`."""
@@ -161,15 +173,17 @@ class Store:
 
     # Reading ------------------------------------------------------------------
 
-    def job(self, job_id: str) -> JobRow | None:
-        """A job with its runs in order (each with its result's summary) and its comparisons."""
+    def job(self, job_id: str, results: bool = True) -> JobRow | None:
+        """A job with its runs in order (each with its result's summary unless not `results`)
+        and its comparisons."""
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(t.jobs).where(t.jobs.c.id == job_id)).mappings().first()
             if row is None:
                 return None
             query = (sa.select(t.runs, t.results.c.data.label("result"))
                      .outerjoin(t.results, t.results.c.run_id == t.runs.c.result_id)
-                     .where(t.runs.c.job_id == job_id).order_by(t.runs.c.ordinal))
+                     if results else sa.select(t.runs))
+            query = query.where(t.runs.c.job_id == job_id).order_by(t.runs.c.ordinal)
             runs = [RunRow.model_validate(dict(r)) for r in conn.execute(query).mappings()]
             stored = conn.execute(sa.select(t.comparisons.c.data, t.comparisons.c.runs)
                                   .where(t.comparisons.c.job_id == job_id)).first()
@@ -299,8 +313,7 @@ class Store:
             return None
         if job.comparisons is not None:
             return job.comparisons
-        found = job_comparisons(job, self.passes)
-        data = [comparison.model_dump(mode="json") for comparison in found]
+        found = self._compared(job)
         lock = sa.select(t.jobs.c.id).where(t.jobs.c.id == job_id).with_for_update()
         with self._write() as conn:
             conn.execute(lock)  # finishers of one job's last runs store them one at a time
@@ -308,9 +321,31 @@ class Store:
                                                       t.comparisons.c.runs < len(job.runs)))
             if conn.execute(sa.select(t.comparisons.c.job_id)
                             .where(t.comparisons.c.job_id == job_id)).first() is None:
-                conn.execute(t.comparisons.insert().values(
-                    job_id=job_id, data=data, runs=len(job.runs), created_at=time.time()))
+                self._insert_comparisons(conn, job_id, found, len(job.runs))
         return found
+
+    @staticmethod
+    def _insert_comparisons(conn: Connection, job_id: str, found: list[Comparison],
+                            runs: int) -> None:
+        conn.execute(t.comparisons.insert().values(
+            job_id=job_id, data=[comparison.model_dump(mode="json") for comparison in found],
+            runs=runs, created_at=time.time()))
+
+    def _compared(self, job: JobRow) -> list[Comparison]:
+        """A job's comparisons: those its results' own jobs stored reused, the others diffed."""
+        pairs = job_pairs(job)
+        if not pairs:
+            return []
+        wanted = {result_id for _, a, _, b in pairs for result_id in (a, b)}
+        query = sa.select(t.runs.c.id, t.runs.c.job_id).where(t.runs.c.id.in_(wanted),
+                                                              t.runs.c.job_id != job.id)
+        with self.engine.connect() as conn:
+            made_by = {run_id: job_id for run_id, job_id in conn.execute(query)}
+        # A result id is the id of the run that made it: that run's job compared the pair.
+        sources = {made_by[a] for _, a, _, b in pairs
+                   if a in made_by and made_by.get(b) == made_by[a]}
+        jobs = [source for job_id in sorted(sources) if (source := self.job(job_id, False))]
+        return job_comparisons(job, self.passes, reusable(jobs))
 
     def unfinished(self, environments: list[str]) -> list[RunRow]:
         """Queued and running runs of these environments (the recovery sweep reads them)."""
