@@ -29,6 +29,7 @@ check: setup lint types test
 bench: setup
 	.venv/bin/python bench/service_vs_bare.py
 	.venv/bin/python bench/warm_ratios.py
+	.venv/bin/python bench/cache_hit.py
 	.venv/bin/python bench/bisect_vs_bare.py
 
 # Pin the dependencies again, each to its newest allowed version (one package only:
