@@ -1,9 +1,11 @@
 """The local runtime: the harness in the environment's interpreter, sandboxed without Docker.
 
-Under bubblewrap (when installed and we are root) the case sees a read-only
-root, no home directories, an empty network namespace, its own PID namespace
-(everything dies with the sandbox), a size-capped /tmp and a private work
-directory; it runs as a fresh unprivileged uid so process limits bind. Without
+Under bubblewrap (when installed and we are root) the case sees a minimal
+read-only root (/usr and the loader's files, a two-user /etc/passwd), an empty
+network namespace, its own PID namespace (everything dies with the sandbox), a
+size-capped /tmp, a private /dev/shm and work directory; it runs as a fresh
+unprivileged uid so process limits bind, with no capabilities and a seccomp
+filter refusing the dangerous syscall families (sandbox.py). Without
 bubblewrap it falls back to rlimits plus `unshare` for the network, and the
 result's `isolation` says so. Always: a wall-clock timeout that kills the whole
 tree, rlimits (CPU, address space, processes, file size, open files), a
@@ -43,7 +45,7 @@ from worker.runtimes.base import (
     rlimit_setter,
 )
 from worker.runtimes.pool import WarmPool
-from worker.runtimes.sandbox import LocalSandbox, with_workdir_tmpfs
+from worker.runtimes.sandbox import LocalSandbox, args_fd, seccomp_fd, with_workdir_tmpfs
 
 SANDBOX_UID_RANGE = (200_000, 260_000)  # fresh uid per run: RLIMIT_NPROC counts per uid
 # Inside the sandbox: where the environment, the harness and the work dir appear.
@@ -52,6 +54,10 @@ ENV_MOUNT, HARNESS_MOUNT, WORK_MOUNT = "/mnt/env", "/mnt/harness", "/mnt/work"
 # (ten releases' sandboxes at once would hold gigabytes before anything is asked of them).
 PREWARM_AT_START = 2
 HAND_OVER_ATTEMPTS = 3  # sandboxes that died before taking the case cost no run
+# The sandbox's root: these beside /usr, and from /etc what the loader and libc read.
+ROOT_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime",
+             "nsswitch.conf")
 
 
 def sandbox_environ() -> dict[str, str]:
@@ -66,6 +72,28 @@ def sandbox_environ() -> dict[str, str]:
         "TVM_BACKTRACE": "1",  # else a TVMScript parse error loses its message
         "TVM_NUM_THREADS": "2",
     }
+
+
+def minimal_root(rundir: Path, uid: int) -> list[str]:
+    """bwrap options for a root of the system's programs and libraries only: /usr (and what
+    links into it), the loader's cache, and an /etc/passwd naming only root and the sandbox."""
+    etc = rundir / "etc"
+    etc.mkdir()
+    (etc / "passwd").write_text(f"root:x:0:0:root:/:/usr/sbin/nologin\n"
+                                f"sandbox:x:{uid}:{uid}:sandbox:/tmp:/usr/sbin/nologin\n")
+    (etc / "group").write_text(f"root:x:0:\nsandbox:x:{uid}:\n")
+    for path, mode in ((etc, 0o755), (etc / "passwd", 0o644), (etc / "group", 0o644)):
+        os.chmod(path, mode)  # whatever the worker's umask
+    options = ["--ro-bind", "/usr", "/usr", "--perms", "0755", "--dir", "/etc"]
+    for top in ROOT_DIRS:
+        if os.path.islink(top):  # /bin -> usr/bin on a merged-/usr system
+            options += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            options += ["--ro-bind", top, top]
+    for name in ETC_FILES:
+        options += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    return [*options, "--ro-bind", str(etc / "passwd"), "/etc/passwd",
+            "--ro-bind", str(etc / "group"), "/etc/group"]
 
 
 def _rlimits(limits: Limits) -> Callable[[], None]:
@@ -121,29 +149,36 @@ class LocalRuntime:
         return {"runtime": "local", "sandbox": kind, "network": "none" if kind != "rlimits" else "host"}
 
     def _command(self, envdir: Path, rundir: Path, uid: int, limits: Limits,
-                 events_fd: int) -> list[str]:
+                 events_fd: int) -> tuple[list[str], list[int]]:
+        """The sandbox's command line and the descriptors it reads (bwrap's args and filter)."""
         harness = ["-m", "harness", "--events", f"fd:{events_fd}", "--workdir", WORK_MOUNT]
         if not self.bwrap:
-            return self._fallback_command(envdir, rundir, harness)
+            return self._fallback_command(envdir, rundir, harness), []
         base_prefix = Path(os.path.realpath(envdir / "bin" / "python")).parent.parent
-        cmd = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-               "--perms", "1777", "--size", str(limits.tmpfs_mb << 20), "--tmpfs", "/tmp"]
-        for hidden in ("/root", "/home", "/work", "/var/lib", "/run"):
-            if os.path.isdir(hidden):
-                cmd += ["--perms", "0755", "--tmpfs", hidden]
-        cmd += ["--ro-bind", str(base_prefix), str(base_prefix),
-                "--perms", "0755", "--tmpfs", "/mnt", "--perms", "0755", "--dir", HARNESS_MOUNT,
-                "--ro-bind", str(envdir), ENV_MOUNT,
-                "--ro-bind", str(HARNESS_DIR), f"{HARNESS_MOUNT}/harness",
-                "--bind", str(rundir / "work"), WORK_MOUNT, "--chdir", WORK_MOUNT,
-                "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
-                "--unshare-cgroup-try", "--die-with-parent", "--new-session",
-                "--hostname", "sandbox",
-                # setpriv below needs these two to become the sandbox uid; it drops them.
-                "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
-                "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
-                f"{ENV_MOUNT}/bin/python", *harness]
-        return cmd
+        options = [*minimal_root(rundir, uid), "--dev", "/dev", "--proc", "/proc",
+                   "--perms", "1777", "--size", str(limits.tmpfs_mb << 20), "--tmpfs", "/tmp",
+                   # multiprocessing's locks and pools need a writable /dev/shm, as under Docker.
+                   "--perms", "1777", "--size", str(limits.tmpfs_mb << 20), "--tmpfs", "/dev/shm",
+                   "--ro-bind", str(base_prefix), str(base_prefix),
+                   "--perms", "0755", "--tmpfs", "/mnt", "--perms", "0755", "--dir", HARNESS_MOUNT,
+                   "--ro-bind", str(envdir), ENV_MOUNT,
+                   "--ro-bind", str(HARNESS_DIR), f"{HARNESS_MOUNT}/harness",
+                   "--bind", str(rundir / "work"), WORK_MOUNT, "--chdir", WORK_MOUNT,
+                   "--remount-ro", "/",  # the root's own tmpfs (/etc, the mount points) too
+                   "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+                   "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+                   "--hostname", "sandbox",
+                   # bwrap needs DAC_OVERRIDE to enter the work dir (the sandbox uid's, 0700),
+                   # setpriv SETUID/SETGID to become that uid and SETPCAP to empty the bounding
+                   # set (without it, silently, nothing is dropped); becoming the uid clears them.
+                   "--cap-drop", "ALL", "--cap-add", "CAP_DAC_OVERRIDE", "--cap-add", "CAP_SETPCAP",
+                   "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        fds = [args_fd(options), seccomp_fd()]
+        # Options come through a descriptor: bwrap's init, PID 1 inside, shows no host path.
+        cmd = [self.bwrap, "--args", str(fds[0]), "--seccomp", str(fds[1]),
+               "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+               "--bounding-set=-all", f"{ENV_MOUNT}/bin/python", *harness]
+        return cmd, fds
 
     def _fallback_command(self, envdir: Path, rundir: Path, harness: list[str]) -> list[str]:
         harness = [a.replace(WORK_MOUNT, str(rundir / "work")) for a in harness]
@@ -217,19 +252,20 @@ class LocalRuntime:
         if not self.bwrap:
             environ["PYTHONPATH"] = str(rundir / "in")
         events_r, events_w = os.pipe()
-        command, workdir = with_workdir_tmpfs(self.unshare, self._command(
-            envdir, rundir, uid, limits, events_w), rundir / "work", limits, uid)
+        inner, fds = self._command(envdir, rundir, uid, limits, events_w)
+        command, workdir = with_workdir_tmpfs(self.unshare, inner, rundir / "work", limits, uid)
         try:
             proc = subprocess.Popen(command,
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, env=environ, pass_fds=(events_w,),
-                                    preexec_fn=_rlimits(limits))
+                                    stderr=subprocess.PIPE, env=environ,
+                                    pass_fds=(events_w, *fds), preexec_fn=_rlimits(limits))
         except OSError as exc:
             os.close(events_r)
             shutil.rmtree(rundir, ignore_errors=True)
             raise RuntimeFault(f"cannot start the sandbox: {exc}") from exc
         finally:
-            os.close(events_w)
+            for fd in (events_w, *fds):
+                os.close(fd)
         isolation = {**self.isolation(), "workdir": workdir}
         if self.bwrap:
             isolation["uid"] = uid

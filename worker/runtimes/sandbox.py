@@ -10,14 +10,18 @@ it with a size and an inode cap; everything it holds goes when it is discarded.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
+
+import pyseccomp
 
 from worker.runtimes.base import (
     EVENTS_READ_CAP,
@@ -32,6 +36,60 @@ from worker.runtimes.base import (
 )
 
 READY_TIMEOUT_S = 300  # importing TVM on a loaded machine; past it the sandbox is a fault
+
+
+# The families Docker's default seccomp profile refuses a container without extra capabilities:
+# filesystems and namespaces, tracing, kernel modules and kexec, BPF and perf, the kernel keyring,
+# userfaultfd, handles, the clock, swap, accounting, quotas, raw I/O ports, reboot.
+DENIED_SYSCALLS = (
+    "mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "ptrace",
+    "process_vm_readv", "process_vm_writev", "kexec_load", "kexec_file_load", "init_module",
+    "finit_module", "delete_module", "bpf", "perf_event_open", "add_key", "keyctl",
+    "request_key", "userfaultfd", "open_by_handle_at", "name_to_handle_at", "reboot", "swapon",
+    "swapoff", "clock_settime", "clock_adjtime", "settimeofday", "adjtimex", "acct", "quotactl",
+    "lookup_dcookie", "iopl", "ioperm", "syslog", "fsopen", "fsmount", "fsconfig", "fspick",
+    "open_tree", "move_mount", "mount_setattr", "nfsservctl", "vhangup", "sethostname",
+    "setdomainname",
+)
+# clone() making any namespace is refused as unshare() is (Docker allows it only with
+# CAP_SYS_ADMIN); clone3 passes its flags in memory a filter cannot read, so it answers ENOSYS
+# and the C library falls back to clone(), as under Docker.
+CLONE_NAMESPACES = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000,
+                    0x40000000, 0x00000080)  # NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID,
+                                             # NEWNET, NEWTIME
+
+
+def seccomp_filter() -> pyseccomp.SyscallFilter:
+    """The sandbox's filter: everything allowed but the dangerous families, which get EPERM."""
+    refuse = pyseccomp.ERRNO(errno.EPERM)
+    rules = pyseccomp.SyscallFilter(defaction=pyseccomp.ALLOW)
+    for name in DENIED_SYSCALLS:
+        with contextlib.suppress(RuntimeError, ValueError, OSError):  # unknown on this arch
+            rules.add_rule(refuse, name)
+    for flag in CLONE_NAMESPACES:
+        rules.add_rule(refuse, "clone", pyseccomp.Arg(0, pyseccomp.MASKED_EQ, flag, flag))
+    rules.add_rule(pyseccomp.ERRNO(errno.ENOSYS), "clone3")
+    return rules
+
+
+def readable_fd(write: Callable[[IO[bytes]], object]) -> int:
+    """A pipe's read end holding what `write` wrote (bubblewrap reads its --args and --seccomp
+    from descriptors; both are far below a pipe's buffer)."""
+    read_fd, write_fd = os.pipe()
+    with os.fdopen(write_fd, "wb") as out:
+        write(out)
+    return read_fd
+
+
+def seccomp_fd() -> int:
+    """A descriptor holding the compiled filter, for bubblewrap's --seccomp."""
+    return readable_fd(lambda out: seccomp_filter().export_bpf(out))
+
+
+def args_fd(args: list[str]) -> int:
+    """A descriptor holding `args` NUL-separated, for bubblewrap's --args: its command line (and
+    so /proc/1/cmdline inside) then names no host path."""
+    return readable_fd(lambda out: out.write(b"".join(a.encode() + b"\0" for a in args)))
 
 
 class EventsReader(CappedReader):
