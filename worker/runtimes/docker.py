@@ -220,12 +220,16 @@ class DockerRuntime:
         deadline = time.time() + self_limit + ENGINE_TIMEOUT_S
         labels = {RUN_LABEL: job.run_id, JOB_LABEL: job.job_id, OWNER_LABEL: self.owner,
                   DEADLINE_LABEL: str(int(deadline)), "tvmrepro.environment": job.env.id}
-        created = self.client.api.create_container(
+        config = self.client.api.create_container_config(
             self.image_id(job.env), command or self._command(self_limit), user=SANDBOX_USER,
             detach=True,
             environment=container_environ(), working_dir=SCRATCH_DIR, hostname="sandbox",
-            labels=labels, network_disabled=True, stdin_open=True, stdin_once=True,
+            labels=labels, network_disabled=True, stdin_open=True,
             host_config=sandbox_host_config(self.client, job, self.settings))
+        # The case arrives on stdin, once: when the worker closes its side, stdin ends
+        # (docker-py sets StdinOnce only for attached, non-detached containers).
+        config["StdinOnce"] = True
+        created = self.client.api.create_container_from_config(config)
         container_id: str = created["Id"]
         return container_id
 
