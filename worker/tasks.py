@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 from celery import Celery, Task, current_app, shared_task
-from celery.signals import worker_process_init
+from celery.signals import worker_process_init, worker_process_shutdown
 
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import default_catalog
@@ -90,6 +90,15 @@ def _warm_at_start(**_: object) -> None:
             log.exception("could not prepare the worker process")
 
     threading.Thread(target=prepare, daemon=True).start()
+
+
+@worker_process_shutdown.connect
+def _close_at_exit(**_: object) -> None:
+    """A pool process that stops removes its waiting sandboxes (warm containers included)."""
+    if _context is not None and _context.pid == os.getpid():
+        close = getattr(_context.runtime, "close", None)
+        if callable(close):
+            close()
 
 
 def infra_error(claim: Claim, error_type: str, message: str, log_text: str = "") -> Result:

@@ -162,12 +162,34 @@ def _child(channel: Channel, pipe: tuple[int, int], request: dict[str, Any],
         os._exit(70)
 
 
-def _exit_event(status: int, usage: Any) -> dict[str, Any]:
+# Where the kernel counts OOM kills of this sandbox's memory cgroup (v2, then v1).
+OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
+
+
+def oom_kills() -> int | None:
+    """How many processes the kernel's OOM killer ended in this cgroup (None: not visible)."""
+    for path in OOM_COUNTERS:
+        try:
+            with open(path) as counters:
+                for line in counters:
+                    name, _, value = line.partition(" ")
+                    if name == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _exit_event(status: int, usage: Any, kills_before: int | None) -> dict[str, Any]:
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    kills_after = oom_kills()
     return {"event": "exit", "returncode": os.waitstatus_to_exitcode(status),
             "signal": signal.Signals(sig).name if sig else None,
             "maxrss_kb": usage.ru_maxrss,
-            "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3)}
+            "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
+            # The engine may not flag a container whose child (not its PID 1) was OOM-killed.
+            "oom_kills": (kills_after - kills_before
+                          if kills_after is not None and kills_before is not None else None)}
 
 
 def serve(target: str, workdir: str, warm: Callable[[], None], runner: Runner) -> None:
@@ -177,6 +199,7 @@ def serve(target: str, workdir: str, warm: Callable[[], None], runner: Runner) -
     warm()
     channel.write({"event": "ready"})
     request = read_request(0)
+    kills_before = oom_kills()
     pipe = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -188,7 +211,7 @@ def serve(target: str, workdir: str, warm: Callable[[], None], runner: Runner) -
     _, status, usage = os.wait4(pid, 0)
     # What the child sent before it died is relayed; its orphans may hold the pipe open.
     relay.join(timeout=2)
-    channel.write(_exit_event(status, usage))
+    channel.write(_exit_event(status, usage, kills_before))
     sys.stdout.flush()
     sys.stderr.flush()
     if os.WIFSIGNALED(status):

@@ -213,6 +213,13 @@ def exit_status(events: list[dict[str, Any]]) -> tuple[int | None, str | None] |
     return (code if isinstance(code, int) else None, sig if isinstance(sig, str) else None)
 
 
+def cgroup_oom_kills(events: list[dict[str, Any]]) -> int:
+    """OOM kills in the sandbox's own memory cgroup during the run, as its supervisor counted."""
+    exit_event = next((e for e in events if e["event"] == "exit"), None) or {}
+    kills = exit_event.get("oom_kills")
+    return kills if isinstance(kills, int) else 0
+
+
 def fingerprint_tvm(facts: dict[str, Any] | None) -> dict[str, Any] | None:
     """A result's `tvm`: the environment's version, pins and build facts from its fingerprint."""
     if not facts:

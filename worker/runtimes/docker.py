@@ -44,6 +44,7 @@ from worker.runtimes.base import (
     Execution,
     Limits,
     SandboxJob,
+    cgroup_oom_kills,
     exit_status,
     fingerprint_tvm,
     handover_bytes,
@@ -322,7 +323,10 @@ class DockerRuntime:
             signal=said[1] if said else (
                 signal_name(code - 128) if isinstance(code, int) and 128 < code < 193 else None),
             timed_out=timed_out,
-            oom_killed=bool(state.get("OOMKilled")) and not timed_out,
+            # A container is its own memory cgroup: an OOM kill counted there is evidence.
+            oom_killed=(bool(state.get("OOMKilled")) or (said is not None and said[1] == "SIGKILL"
+                                                         and cgroup_oom_kills(events) > 0))
+            and not timed_out,
             stdout=output.text(0),
             stderr=output.text(1),
             truncated=output.truncated,
