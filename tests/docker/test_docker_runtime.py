@@ -17,7 +17,7 @@ from tvmrepro.errors import RuntimeFault
 from tvmrepro.lifecycle import harness_digest
 from tvmrepro.results import Result
 from tvmrepro.settings import Settings
-from worker.runner import harness_case, run_variant
+from worker.runner import run_variant
 from worker.runtimes.base import SandboxJob
 from worker.runtimes.docker import JOB_LABEL, RUN_LABEL, DockerRuntime
 from worker.runtimes.local import LocalRuntime
