@@ -220,8 +220,8 @@ class Stack:
 
 
 def founding_body(case: dict[str, Any], envs: list[str] | str, **extra: Any) -> dict[str, Any]:
-    """A run job for a case on these environments."""
-    return {"kind": "run", "case": case, "environments": envs, **extra}
+    """A run job for a case on these environments, queued even before their workers are up."""
+    return {"kind": "run", "case": case, "environments": envs, "wait": True, **extra}
 
 
 def sleeping_script(seconds: float, tag: str = "") -> dict[str, Any]:
