@@ -22,6 +22,7 @@ from tvmrepro.cases import load_case_file
 from tvmrepro.environments import Environment
 from tvmrepro.settings import Settings
 from worker.images import build_service_image, download_wheels, service_requirements
+from worker.runtimes.docker import JOB_LABEL
 
 REDIS_IMAGE = "tvmrepro/stand-in-redis:7"
 SERVICE_IMAGE = "tvmrepro/service:test"
@@ -128,4 +129,7 @@ def test_compose_up_serves_the_founding_case(compose_stack: str,
         expected = ("error", "vm_init") if variant == "fusetir-once" else ("ok", "vm_init")
         assert (result["status"], result["stage"]) == expected, result
         assert result["isolation"]["runtime"] == "docker"
-    assert sandbox_containers(docker_client) == []
+    # Every run's container is gone; what is left waits, warm, for the next case.
+    labels = [c["Labels"] for c in sandbox_containers(docker_client)]
+    assert [lab for lab in labels if lab.get(JOB_LABEL) == job["id"]] == []
+    assert all(lab.get(JOB_LABEL) == "warm" for lab in labels), labels
