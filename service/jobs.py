@@ -104,11 +104,12 @@ class JobService:
 
     def _check_served(self, envs: list[Environment], request: JobRequest) -> None:
         """409 for environments no live worker serves, unless the job asked to wait for one."""
+        if request.wait or request.environments == "all":  # "all" is the served ones already
+            return
         served = self.store.live_environments(self.settings.worker_stale_s)
         unserved = [env.id for env in envs if env.id not in served]
-        if unserved and not request.wait:
-            chosen = request.environments
-            index = chosen.index(unserved[0]) if isinstance(chosen, list) else 0
+        if unserved:
+            index = list(request.environments).index(unserved[0])
             raise NotServed(unserved, f"environments[{index}]")
 
     def _case(self, request: JobRequest) -> Case:
