@@ -13,6 +13,7 @@
     fingerprints  what each served environment's TVM has (version, pass names)
     bisections    a bisect job's options and its bisect object (CONTRACT.md, "Bisection")
     comparisons   a job's IR comparisons (the matrix's), computed when its last run is stored
+    narrowings    a reduce or extract job's options, progress and answer (CONTRACT.md, "Reduction")
 
 Every change here is also a revision in tvmrepro/migrations/versions/ (a test compares them).
 
@@ -128,4 +129,18 @@ comparisons = sa.Table(
     sa.Column("data", sa.JSON, nullable=False),
     sa.Column("runs", sa.Integer, nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
+)
+
+# One row per reduce or extract job: what was asked (options), how far it got (progress, the
+# best case so far), and its answer (result) or why it has none (error); its one run's worker
+# writes it as it goes.
+narrowings = sa.Table(
+    "narrowings", metadata,
+    sa.Column("job_id", ID, primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("options", sa.JSON, nullable=False),
+    sa.Column("progress", sa.JSON, nullable=True),
+    sa.Column("result", sa.JSON, nullable=True),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("updated_at", sa.Float, nullable=False),
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
@@ -77,6 +77,10 @@ class Store:
             conn.execution_options(write=True)
             with conn.begin():
                 yield conn
+
+    def write(self) -> AbstractContextManager[Connection]:
+        """A write transaction, for the tables another module keeps (narrowings)."""
+        return self._write()
 
     def create_schema(self) -> None:
         """Upgrade the schema to the newest revision (idempotent, safe at once in many places)."""
