@@ -179,7 +179,7 @@ class JobService:
         # store, and the workers' recovery sweep publishes it again.
         try:
             for run in runs:
-                publish_run(self.celery, run.id, run.environment)
+                publish_run(self.celery, run.id, run.environment, run.timeout_s)
         except Exception:
             log.exception("publishing runs failed; the recovery sweep will publish them")
 
@@ -226,16 +226,19 @@ class JobService:
     def environments(self) -> EnvironmentList:
         """Every catalog environment with its live workers and waiting runs."""
         served = self.store.live_environments(self.settings.worker_stale_s)
+        building = self.store.building_environments(self.settings.worker_stale_s)
         fingerprints = self.store.fingerprints()
         waiting = self.store.waiting_by_environment()
         views = []
         for env in self.catalog.environments:
             fingerprint = fingerprints.get(env.id)
             shown = {k: v for k, v in (fingerprint or {}).items() if k != "passes"} or None
+            state = ("building" if env.id in building else "served" if env.id in served
+                     else "unserved")
             views.append(EnvironmentView(
                 id=env.id, tvm=env.release, device=env.device, image=env.image,
-                packages=env.packages, workers=served.get(env.id, 0),
-                waiting=waiting.get(env.id, 0), fingerprint=shown))
+                packages=env.packages, workers=served.get(env.id, 0), state=state,
+                step=building.get(env.id), waiting=waiting.get(env.id, 0), fingerprint=shown))
         return EnvironmentList(environments=views)
 
     def jobs(self, limit: int, offset: int) -> JobList:

@@ -6,10 +6,17 @@ acknowledged only after the run's result is stored (`acks_late`), a worker
 process killed mid-run hands its message back (`task_reject_on_worker_lost`),
 each worker process holds one message at a time (prefetch 1), and Redis hands
 out an unacknowledged message again only after the longest allowed run.
+
+Fairness: a worker runs one run per core at once (`worker_concurrency`, at least
+two), and each environment has two lanes: runs whose time limit is at most
+`SHORT_RUN_S` go to its short queue, longer ones to its long queue. A worker
+consumes both, taking from them in turn (kombu cycles a consumer's queues), so
+runs that may last half an hour never stand in front of a short one.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from celery import Celery
@@ -18,9 +25,13 @@ from kombu.transport import sqlalchemy as sqla_transport
 from kombu.transport import virtual
 from sqlalchemy.exc import IntegrityError
 
-from tvmrepro.settings import Settings
+from tvmrepro.settings import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, Settings
 
 QUEUE_PREFIX = "tvmrepro."
+LONG_LANE_SUFFIX = ".long"
+# Runs with a time limit up to this (the default one) take the short lane; longer ones the long.
+SHORT_RUN_S = DEFAULT_TIMEOUT_S
+MIN_CONCURRENCY = 2  # one long run must never hold a whole worker
 RUN_TASK = "tvmrepro.run"
 EMBEDDED_POLLING_S = 0.1  # kombu polls SQL brokers; its default of 1 s doubles a short run
 SQLITE_BROKER_BUSY_S = 30.0
@@ -86,9 +97,31 @@ class RedisTransport(redis_transport.Transport):
     Channel = _RedisChannel
 
 
-def queue_name(env_id: str) -> str:
-    """The queue of one environment's runs."""
-    return f"{QUEUE_PREFIX}{env_id}"
+def queue_name(env_id: str, timeout_s: int | None = None) -> str:
+    """The queue of one environment's runs with this time limit (None: the short lane)."""
+    lane = LONG_LANE_SUFFIX if timeout_s is not None and timeout_s > SHORT_RUN_S else ""
+    return f"{QUEUE_PREFIX}{env_id}{lane}"
+
+
+def queue_names(env_id: str) -> list[str]:
+    """Both lanes of an environment (what its workers consume), the short one first."""
+    return [queue_name(env_id), f"{queue_name(env_id)}{LONG_LANE_SUFFIX}"]
+
+
+def worker_concurrency(settings: Settings, cores: int | None = None,
+                       memory_bytes: int | None = None) -> int:
+    """Runs at once for a worker: the setting, else one per core within the memory.
+
+    At least MIN_CONCURRENCY, at most one per default memory limit of a run. Each run
+    keeps its own limits; each pool process also keeps a warm sandbox per environment.
+    """
+    if settings.worker_concurrency:
+        return settings.worker_concurrency
+    cores = cores or len(os.sched_getaffinity(0))
+    if memory_bytes is None:
+        memory_bytes = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    by_memory = memory_bytes // (DEFAULT_MEMORY_MB * 2**20)
+    return max(MIN_CONCURRENCY, min(cores, by_memory))
 
 
 def _broker_options(settings: Settings) -> dict[str, Any]:
@@ -136,9 +169,9 @@ def make_celery(settings: Settings) -> Celery:
     return app
 
 
-def publish_run(app: Celery, run_id: str, env_id: str) -> None:
-    """Put one stored run on its environment's queue."""
-    app.send_task(RUN_TASK, args=[run_id], queue=queue_name(env_id), retry=True,
+def publish_run(app: Celery, run_id: str, env_id: str, timeout_s: int | None = None) -> None:
+    """Put one stored run on its environment's queue, in the lane of its time limit."""
+    app.send_task(RUN_TASK, args=[run_id], queue=queue_name(env_id, timeout_s), retry=True,
                   retry_policy=PUBLISH_RETRY)
 
 
@@ -149,12 +182,13 @@ def broker_ping(app: Celery, timeout_s: float = BROKER_PING_S) -> None:
 
 
 def queue_length(app: Celery, env_id: str) -> int:
-    """How many messages wait on an environment's queue (0 also when the broker lost it)."""
+    """How many messages wait in an environment's lanes (0 also when the broker lost them)."""
     with app.connection_for_read(connect_timeout=BROKER_PING_S) as conn:
         # Fail fast when the broker is away: the caller may be the worker's event loop.
         conn.ensure_connection(max_retries=0, timeout=BROKER_PING_S)
         # Not passive: kombu's passive check misses queues under a global key prefix. For
         # kombu's virtual transports (Redis, SQL) declaring only counts; it binds nothing.
-        declared = conn.default_channel.queue_declare(queue=queue_name(env_id), durable=True,
-                                                      auto_delete=False)
-        return int(declared.message_count)
+        channel = conn.default_channel
+        return sum(int(channel.queue_declare(queue=name, durable=True,
+                                             auto_delete=False).message_count)
+                   for name in queue_names(env_id))

@@ -44,7 +44,9 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 API_WORKERS = 2  # gunicorn processes (each with API_THREADS threads)
 API_THREADS = 4
-WORKER_CONCURRENCY = 1  # runs at once per worker process: each run can use every core
+# Runs at once per worker; 0: one per core, at least 2, at most one per default memory limit
+# (tvmrepro.queue.worker_concurrency), so one long run never holds a whole worker.
+WORKER_CONCURRENCY = 0
 # A message unacknowledged this long is handed out again by Redis: above the longest run.
 VISIBILITY_TIMEOUT_S = MAX_TIMEOUT_S + 600
 # A worker that stops reporting for this long no longer counts as serving its environments.
@@ -107,7 +109,7 @@ class Settings(BaseSettings):
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
     api_workers: int = Field(default=API_WORKERS, gt=0)
     api_threads: int = Field(default=API_THREADS, gt=0)
-    worker_concurrency: int = Field(default=WORKER_CONCURRENCY, gt=0)
+    worker_concurrency: int = Field(default=WORKER_CONCURRENCY, ge=0)
     visibility_timeout_s: int = Field(default=VISIBILITY_TIMEOUT_S, gt=0)
     worker_stale_s: float = Field(default=WORKER_STALE_S, gt=0)
     reconcile_interval_s: float = Field(default=RECONCILE_INTERVAL_S, gt=0)

@@ -18,7 +18,7 @@ def after_run(app: Celery, store: Store, job_id: str) -> None:
     """Advance the job's bisection, if it is a bisect job, and publish the runs it added."""
     try:
         for run in advance(store, job_id, default_catalog()):
-            publish_run(app, run.id, run.environment)
+            publish_run(app, run.id, run.environment, run.timeout_s)
     except Exception:
         # The run's result is stored; the next reader of the job (the API) advances the
         # bisection, and the recovery sweep publishes runs stored but not published.

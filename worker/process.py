@@ -8,7 +8,7 @@ import socket
 
 from tvmrepro.environments import Environment
 from tvmrepro.errors import RuntimeFault
-from tvmrepro.queue import make_celery, queue_name
+from tvmrepro.queue import make_celery, queue_names
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store, open_store
 from worker.recovery import Recovery
@@ -48,7 +48,7 @@ def run_worker(settings: Settings, envs: list[Environment], concurrency: int | N
     app.conf.tvmrepro_environments = [env.id for env in envs]
     app.conf.include = ["worker.tasks"]
     app.steps["worker"].add(Recovery)
-    queues = ",".join(queue_name(env.id) for env in envs)
+    queues = ",".join(name for env in envs for name in queue_names(env.id))  # both lanes
     nodename = f"tvmrepro-{os.getpid()}@{socket.gethostname()}"
     log.info("worker %s serves %s", nodename, queues)
     app.worker_main([
