@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from tvmrepro.lifecycle import JobStatus, RunState
+from tvmrepro.narrowing import Extraction, Reduction
 from tvmrepro.symbols import SymbolTrace
 
 # The case is validated by tvmrepro.cases (errors name case.<field>); its schema is Case's.
@@ -18,7 +19,7 @@ class JobRequest(BaseModel):
     """POST /api/v1/jobs."""
 
     model_config = ConfigDict(extra="forbid", strict=True)  # "yes" is not a boolean here
-    kind: Literal["run", "bisect"] = "run"
+    kind: Literal["run", "bisect", "reduce", "extract"] = "run"
     case: CaseJson
     environments: list[str] | Literal["all"] = Field(
         default="all", description="environment ids, or 'all': every environment a live "
@@ -30,8 +31,9 @@ class JobRequest(BaseModel):
     # A bisect job's own fields (CONTRACT.md, "Bisection"); a run job refuses them.
     variant: str | None = Field(default=None, description="bisect: the variant (may be left "
                                 "out when the case has one variant or is a script)")
-    oracle: str = Field(default="failure", description="bisect: failure, status:<s>, signature, "
-                        "signature:<text>, regex:<pattern> or output")
+    oracle: str | None = Field(default=None, description="bisect: failure (default), "
+                               "status:<s>, signature, signature:<text>, regex:<pattern> or "
+                               "output; reduce: the same but output (default signature)")
     reference: str | None = Field(default=None, description="bisect: the environment whose run "
                                   "the signature and output oracles compare with (default: "
                                   "the newest that fails; for output, the newest that ran)")
@@ -39,6 +41,12 @@ class JobRequest(BaseModel):
     strategy: Literal["all", "binary"] = Field(
         default="all", description="bisect: probe every environment at once (all), or both "
                                    "ends then halves (binary)")
+    # A reduce or extract job's own fields (CONTRACT.md, "Reduction").
+    budget_s: int | None = Field(default=None, description="reduce: the time budget in seconds "
+                                 "(default 900, 10 to 1800); when spent, the best case so far")
+    at: str | None = Field(default=None, description="extract: where the case starts: chain "
+                           "(default: the module its failing step's passes began with), "
+                           "failing (the failing step), inner (the innermost pass that raised)")
 
 
 class CellRef(BaseModel):
@@ -193,6 +201,8 @@ class JobView(BaseModel):
     matrix: Matrix
     case: dict[str, Any]
     bisect: Bisection | None = Field(default=None, description="a bisect job's answer so far")
+    reduce: Reduction | None = Field(default=None, description="a reduce job's answer so far")
+    extract: Extraction | None = Field(default=None, description="an extract job's answer")
     symbols: list[SymbolTrace] = Field(
         default_factory=list, description="every global function an error names, followed "
                                           "through the passes of each variant and environment")
@@ -257,7 +267,13 @@ class EnvironmentView(BaseModel):
     device: str
     image: str
     packages: dict[str, str]
-    workers: int = Field(description="live workers consuming its queue")
+    workers: int = Field(description="live workers serving it (consuming its queue, or "
+                                     "building its image first)")
+    state: Literal["served", "building", "unserved"] = Field(
+        default="unserved", description="served: a live worker runs its jobs; building: a live "
+        "worker is building its image, and its jobs wait for it; unserved: no live worker")
+    step: str | None = Field(default=None, description="the image build's current step "
+                                                       "(while building)")
     waiting: int = Field(description="runs waiting for a worker")
     fingerprint: dict[str, Any] | None = Field(
         default=None, description="what a worker found in it (TVM version, libinfo)")

@@ -9,7 +9,8 @@
     pass_ir       that run's TVMScript after each pass, one row per pass
     admission     one row; every submission locks it, so the queue cap holds under
                   concurrent submissions on either database
-    workers       live workers and the environments they serve (heartbeats)
+    workers       live workers, the environments they serve and those whose images they
+                  are building (heartbeats)
     fingerprints  what each served environment's TVM has (version, pass names)
     bisections    a bisect job's options and its bisect object (CONTRACT.md, "Bisection")
     comparisons   a job's IR comparisons (the matrix's), computed when its last run is stored
@@ -101,6 +102,8 @@ workers = sa.Table(
     sa.Column("environments", sa.JSON, nullable=False),
     sa.Column("started_at", sa.Float, nullable=False),
     sa.Column("heartbeat_at", sa.Float, nullable=False),
+    # Environment id -> the current step of its image's build (the worker serves it once built).
+    sa.Column("building", sa.JSON, nullable=True),
 )
 
 fingerprints = sa.Table(

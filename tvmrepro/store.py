@@ -356,15 +356,16 @@ class Store:
         with self.engine.connect() as conn:
             return [RunRow.model_validate(dict(r)) for r in conn.execute(query).mappings()]
 
-    def heartbeat(self, worker: str, environments: list[str]) -> None:
-        """Record that `worker` is alive and serves `environments`."""
+    def heartbeat(self, worker: str, environments: list[str],
+                  building: dict[str, str] | None = None) -> None:
+        """Record that `worker` is alive and serves `environments`; `building`: those of them
+        whose images it is still building, each with the build's current step."""
         now = time.time()
+        values = {"environments": environments, "heartbeat_at": now, "building": building or None}
         with self._write() as conn:
-            done = conn.execute(t.workers.update().where(t.workers.c.id == worker)
-                                .values(environments=environments, heartbeat_at=now))
+            done = conn.execute(t.workers.update().where(t.workers.c.id == worker).values(values))
             if done.rowcount == 0:
-                conn.execute(t.workers.insert().values(id=worker, environments=environments,
-                                                       started_at=now, heartbeat_at=now))
+                conn.execute(t.workers.insert().values(id=worker, started_at=now, **values))
 
     def forget_worker(self, worker: str) -> None:
         """Remove a worker that stopped cleanly."""
@@ -381,6 +382,17 @@ class Store:
                 for env_id in served:
                     counts[env_id] = counts.get(env_id, 0) + 1
         return counts
+
+    def building_environments(self, stale_s: float) -> dict[str, str]:
+        """Environment id -> the current step of its image's build, by a live worker."""
+        since = time.time() - stale_s
+        query = sa.select(t.workers.c.building).where(t.workers.c.heartbeat_at >= since,
+                                                      t.workers.c.building.is_not(None))
+        steps: dict[str, str] = {}
+        with self.engine.connect() as conn:
+            for building in conn.execute(query).scalars():
+                steps.update(building or {})
+        return steps
 
     def save_fingerprint(self, environment: str, data: dict[str, Any]) -> None:
         """Record what a served environment's TVM has."""

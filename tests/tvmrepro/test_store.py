@@ -129,6 +129,16 @@ def test_heartbeats_and_fingerprints(store: Store) -> None:
     assert store.fingerprints() == {"b": {"passes": ["FuseTIR", "LambdaLift"]}}
 
 
+def test_a_worker_building_an_image_serves_it_and_says_which_step(store: Store) -> None:
+    store.heartbeat("h:1", ["a", "b"], {"b": "Step 2/9 : RUN pip install"})
+    assert store.live_environments(stale_s=30) == {"a": 1, "b": 1}  # jobs for b are accepted
+    assert store.building_environments(stale_s=30) == {"b": "Step 2/9 : RUN pip install"}
+    store.heartbeat("h:1", ["a", "b"])  # built
+    assert store.building_environments(stale_s=30) == {}
+    store.heartbeat("h:2", ["c"], {"c": "queued"})
+    assert store.building_environments(stale_s=0.0) == {}  # a stale worker builds nothing
+
+
 def two_variant_job() -> tuple[JobRow, list[RunRow]]:
     """A job of two variants in one environment, both waiting."""
     job, runs = new_job(2)
