@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Callable
 
 from tvmrepro.bisect_jobs import current, start
-from tvmrepro.bisection import Options, make_options
+from tvmrepro.bisection import DEFAULT_ORACLE, Options, make_options
 from tvmrepro.cases import Case
 from tvmrepro.environments import Catalog, Environment
 from tvmrepro.errors import BadInput
@@ -31,8 +31,8 @@ def bisect_options(request: JobRequest, case: Case, envs: list[Environment],
     """The options of a bisect job, each checked; BadInput names the wrong field."""
     if request.reference is not None:
         catalog.get(request.reference, "reference")
-    return make_options(case, envs, request.variant, request.oracle, request.reference,
-                        request.repeat, request.strategy, request.bypass_cache)
+    return make_options(case, envs, request.variant, request.oracle or DEFAULT_ORACLE,
+                        request.reference, request.repeat, request.strategy, request.bypass_cache)
 
 
 def start_bisect(store: Store, catalog: Catalog, publish: Publish, case: Case,

@@ -19,6 +19,12 @@ from service.bisection import (
     start_bisect,
 )
 from service.matrix import build_matrix, job_status
+from service.narrowing import (
+    narrow_options,
+    read_narrowing,
+    refuse_other_kinds_fields,
+    start_narrowing,
+)
 from tvmrepro.cases import Case, bad_input, parse_case
 from tvmrepro.comparisons import compare
 from tvmrepro.environments import Catalog, Environment, default_catalog
@@ -136,6 +142,9 @@ class JobService:
     def submit(self, body: Any) -> JobView:
         """Validate, store and enqueue a job; BadInput names the wrong field, QueueFull is 429."""
         request = self._request(body)
+        refuse_other_kinds_fields(request)
+        if request.kind in ("reduce", "extract"):
+            return self._submit_narrowing(request)
         if request.kind == "bisect":
             return self._submit_bisect(request)
         refuse_bisect_fields(request)
@@ -174,6 +183,19 @@ class JobService:
         assert view is not None  # stored just above
         return view
 
+    def _submit_narrowing(self, request: JobRequest) -> JobView:
+        """A reduce or extract job: its one run stored and published (CONTRACT.md, "Reduction")."""
+        case = self._case(request)
+        envs = self._environments(request.environments)
+        options = narrow_options(request, case, envs)
+        fan_out(case, envs, self.store.fingerprints(), [options.variant], "variant", "case")
+        self._check_served(envs, request)
+        job_id = start_narrowing(self.store, self._publish, case, options,
+                                 self.settings.max_queued_runs, time.time())
+        view = self.job(job_id)
+        assert view is not None  # stored just above
+        return view
+
     def _publish(self, runs: list[RunRow]) -> None:
         # Stored before published: a publish that fails leaves the run waiting in the
         # store, and the workers' recovery sweep publishes it again.
@@ -198,9 +220,11 @@ class JobService:
             # its last finisher died in between: computed now, once, and stored.
             comparisons = self.store.settle_comparisons(job.id)
         runs = [_run_view(run) for run in job.runs]
+        status = bisect_status(job_status(job.runs), bisect)
+        reduce, extract = read_narrowing(self.store, job, status)
         return JobView(
-            id=job.id, kind=job.kind, title=job.title,
-            status=bisect_status(job_status(job.runs), bisect),
+            id=job.id, kind=job.kind, title=job.title, status=status, reduce=reduce,
+            extract=extract,
             created_at=_iso(job.created_at), environments=job.environments,
             variants=job.variants, bypass_cache=job.bypass_cache,
             cached_runs=sum(run.cached for run in runs), runs=runs,

@@ -1,5 +1,6 @@
-"""A reduce job's section of the Markdown report: the reduced case, the passes and lines before
-and after, and the command that reproduces it."""
+"""A reduce or extract job's section of the Markdown report: the reduced case, the passes and
+lines before and after (the extracted case, whether it reproduces the script), and the command
+that reproduces it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import shlex
 from typing import Any
 
 REDUCED_FILE = "reduced.json"
+EXTRACTED_FILE = "extracted.json"
 MAX_SIGNATURE_CHARS = 400
 
 
@@ -16,9 +18,9 @@ def _pass_names(case: dict[str, Any]) -> list[str]:
     return [p if isinstance(p, str) else p["name"] for p in passes]
 
 
-def reproduce_command(reduced: dict[str, Any]) -> str:
-    """`tvmrepro run reduced.json --local --env ENV` for the reduced case saved as reduced.json."""
-    words = ["tvmrepro", "run", REDUCED_FILE, "--local", "--env", reduced["environment"]]
+def reproduce_command(reduced: dict[str, Any], saved_as: str = REDUCED_FILE) -> str:
+    """`tvmrepro run reduced.json --local --env ENV` for the case saved as reduced.json."""
+    words = ["tvmrepro", "run", saved_as, "--local", "--env", reduced["environment"]]
     return " ".join(shlex.quote(word) for word in words)
 
 
@@ -31,11 +33,22 @@ def _numbers(reduced: dict[str, Any], original_passes: list[str]) -> list[str]:
             f"| after | {after['passes']}: {', '.join(kept) or '(none)'} | {after['lines']} |", ""]
 
 
+def _unfinished(found: dict[str, Any], heading: str) -> list[str]:
+    """A narrowing that has no answer (yet): where it is, or why there is none."""
+    if found.get("error"):
+        return [f"#### {heading}", "", f"No case: {found['error']}", ""]
+    progress = found.get("progress") or {}
+    where = (f": {progress.get('phase')}, {progress.get('what')}" if progress else "")
+    return [f"#### {heading}", "", f"Still {found.get('state', 'running')}{where}.", ""]
+
+
 def render_reduce(job: dict[str, Any]) -> list[str]:
     """The reduce section of a job's report (no lines for a job that is not a reduction)."""
     reduced = job.get("reduce")
     if not reduced:
         return []
+    if reduced.get("state", "done") != "done" or not reduced.get("after"):
+        return _unfinished(reduced, "Reduced")
     original = job.get("case") or {}
     variant = reduced.get("variant")
     original_passes = next((_pass_names({"variants": [v]}) for v in original.get("variants") or []
@@ -53,4 +66,30 @@ def render_reduce(job: dict[str, Any]) -> list[str]:
               reproduce_command(reduced), "```", "",
               "<details><summary>The reduced case</summary>", "", "```json",
               json.dumps(reduced["case"], indent=2), "```", "", "</details>", ""]
+    return lines
+
+
+def render_extract(job: dict[str, Any]) -> list[str]:
+    """The extract section of a job's report: the module-mode case and whether it reproduces."""
+    found = job.get("extract")
+    if not found:
+        return []
+    if found.get("state", "done") != "done" or not found.get("case"):
+        return _unfinished(found, "Extracted")
+    case = found["case"]
+    run = found.get("case_run") or {}
+    said = ("gives the script's signature" if found.get("reproduces") else
+            f"does **not** reproduce the script: it gives `{run.get('status')}` at "
+            f"`{run.get('stage')}`")
+    lines = ["#### Extracted", "",
+             f"The script fails at `{found.get('stage')}` on `{found['environment']}`; the "
+             f"case below starts at the module that entered that step, with the passes "
+             f"{', '.join(f'`{p}`' for p in _pass_names(case)) or '(none)'}, and {said}.", "",
+             *[f"- {note}" for note in found.get("notes") or []],
+             *([""] if found.get("notes") else []),
+             "The module:", "", "```python", case["source"].rstrip(), "```", "",
+             f"Reproduce (the case below saved as `{EXTRACTED_FILE}`):", "", "```sh",
+             reproduce_command({"environment": found["environment"]}, EXTRACTED_FILE), "```",
+             "", "<details><summary>The extracted case</summary>", "", "```json",
+             json.dumps(case, indent=2), "```", "", "</details>", ""]
     return lines

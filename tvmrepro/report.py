@@ -15,7 +15,7 @@ from typing import Any
 from tvmrepro.bisect_report import render_bisect
 from tvmrepro.environments import Catalog, default_catalog
 from tvmrepro.models import Cell, Comparison, JobView, Matrix
-from tvmrepro.reduce_report import render_reduce
+from tvmrepro.reduce_report import render_extract, render_reduce
 
 PINNED = ("apache-tvm", "apache-tvm-ffi", "numpy")
 MAX_MESSAGE_CHARS = 2000
@@ -215,7 +215,8 @@ def render_report(job: JobView, catalog: Catalog | None = None) -> str:
     # The bisect section is shared with local bisections, which have no job: it reads JSON.
     lines += (_matrix_table(job.matrix) + [""]
               + render_bisect(job.model_dump(mode="json", by_alias=True), catalog)
-              + render_reduce(job.model_dump(mode="json")))
+              + render_reduce(job.model_dump(mode="json"))
+              + render_extract(job.model_dump(mode="json")))
     sections = [("Errors (cells with the same signature grouped)", _errors(job)),
                 ("Reproduce without tvm-repro", _reproducers(job, catalog)),
                 ("The functions the error names, pass by pass", _symbols(job)),

@@ -129,8 +129,12 @@ def case_from_steps(script: Case, result: dict[str, Any], steps: list[dict[str, 
     return case, notes
 
 
-def record_script(script: Case, env: Environment, runtime: Runtime, job_id: str = "local",
-                  ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any] | None]:
+# The script's result, its recorded steps, and the innermost pass that raised.
+Recorded = tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any] | None]
+
+
+def record_script(script: Case, env: Environment, runtime: Runtime,
+                  job_id: str = "local") -> Recorded:
     """Run the script in extract mode: its result, its recorded steps, the innermost failing pass."""
     data = harness_case(script, env)
     data["harness"] = {"mode": "extract"}
@@ -154,7 +158,14 @@ def extract(script: Case, env: Environment, runtime: Runtime, at: str = "chain",
     """Extract the case and run it: {"case", "signature", "stage", "reproduces", ...}."""
     if script.script is None:
         raise BadInput("SCRIPT", "extract takes a script (a .py file or a case with 'script')")
-    result, steps, inner = record_script(script, env, runtime, job_id)
+    return extract_recorded(script, env, runtime, record_script(script, env, runtime, job_id),
+                            at, job_id)
+
+
+def extract_recorded(script: Case, env: Environment, runtime: Runtime, recorded: Recorded,
+                     at: str = "chain", job_id: str = "local") -> dict[str, Any]:
+    """Extract the case from the script's recorded run (record_script), and run it."""
+    result, steps, inner = recorded
     found: dict[str, Any] | None = None
     for attempt in _attempts(script, result, steps, at, inner):
         case, notes = attempt

@@ -28,11 +28,13 @@ from tvmrepro.cases import parse_case
 from tvmrepro.environments import default_catalog
 from tvmrepro.lifecycle import Action, Claim
 from tvmrepro.liveness import claimer_gone, process_token
+from tvmrepro.narrowing_jobs import narrowing
 from tvmrepro.queue import RUN_TASK
 from tvmrepro.results import Result, Status
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store
 from worker.bisection import after_run
+from worker.narrowing import run_narrowing
 from worker.runner import run_variant
 from worker.runtimes import make_runtime
 from worker.runtimes.base import Runtime
@@ -118,6 +120,10 @@ def execute(ctx: WorkerContext, claim: Claim) -> Result:
     try:
         env = default_catalog().get(claim.environment)
         case = parse_case(claim.case)
+        narrowing_row = narrowing(ctx.store, claim.job_id)
+        if narrowing_row is not None:  # a reduce or extract job's one run
+            return run_narrowing(ctx.store, ctx.runtime, claim.run_id, claim.job_id, case, env,
+                                 narrowing_row)
         return run_variant(case, claim.variant, env, ctx.runtime, run_id=claim.run_id,
                            job_id=claim.job_id)
     except Exception as exc:  # a fault of the service: say so in the result

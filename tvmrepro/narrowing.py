@@ -1,0 +1,187 @@
+"""Narrowing a report (CONTRACT.md, "Reduction"): what a reduce or extract job asks, checked,
+and the shape of its answer in the job's JSON.
+
+A reduce job shrinks one module-mode variant in one environment while an
+oracle holds; an extract job turns a script into the module-mode case of the
+step where it fails. Each is one run of its job (the variant in the
+environment) that a worker of that environment takes; the run's result is the
+original run (the reference the reduction keeps, or the script's run), and the
+job's `reduce` or `extract` object carries the progress, the best case so far
+and, at the end, the answer. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tvmrepro.bisection import parse_oracle
+from tvmrepro.cases import Case
+from tvmrepro.environments import Environment
+from tvmrepro.errors import BadInput
+
+KINDS = ("reduce", "extract")
+DEFAULT_ORACLE = "signature"
+DEFAULT_BUDGET_S = 900
+MIN_BUDGET_S = 10
+MAX_BUDGET_S = 1800
+EXTRACT_POINTS = ("chain", "failing", "inner")
+# A narrowing run holds its worker for the budget plus the runs around it (the baseline, a
+# batch of candidates and a check that started just before the budget ran out; the script
+# and the extracted cases tried).
+RUNS_AROUND_BUDGET = 4
+
+# What an error names for each option: the API's fields by default, the CLI passes its flags.
+API_FIELDS = {"environments": "environments", "variant": "variant", "oracle": "oracle",
+              "budget_s": "budget_s", "at": "at", "case": "case"}
+
+
+@dataclass(frozen=True)
+class NarrowOptions:
+    """What a reduce or extract job was asked."""
+
+    kind: str
+    environment: str
+    variant: str
+    oracle: str = DEFAULT_ORACLE  # reduce
+    budget_s: int = DEFAULT_BUDGET_S  # reduce
+    at: str = "chain"  # extract
+
+    def run_timeout_s(self, case: Case) -> int:
+        """How long the job's one run may hold its worker before it counts as lost."""
+        budget = self.budget_s if self.kind == "reduce" else 0
+        return budget + RUNS_AROUND_BUDGET * case.timeout_s
+
+
+def _one_environment(kind: str, envs: list[Environment], field: str) -> str:
+    if len(envs) != 1:
+        raise BadInput(field, f"a {kind} job runs in one environment; name exactly one "
+                              f"(got {len(envs)})")
+    return envs[0].id
+
+
+def _reduce_variant(case: Case, name: str | None, field: str) -> str:
+    if name is not None:
+        try:
+            case.variant(name)
+        except BadInput as exc:
+            raise BadInput(field, exc.problem) from exc
+        return name
+    if len(case.variant_names) != 1:
+        raise BadInput(field, f"the case has {len(case.variant_names)} variants; name the one "
+                              f"to reduce, one of {case.variant_names}")
+    return case.variant_names[0]
+
+
+def make_options(kind: str, case: Case, envs: list[Environment], variant: str | None = None,
+                 oracle: str | None = None, budget_s: int | None = None, at: str | None = None,
+                 fields: dict[str, str] | None = None) -> NarrowOptions:
+    """A reduce or extract job's options, each checked; BadInput names the wrong field."""
+    names = fields or API_FIELDS
+    environment = _one_environment(kind, envs, names["environments"])
+    if kind == "extract":
+        if case.script is None:
+            raise BadInput(names["case"], "an extract job takes a script ('script'), not a "
+                                          "module-mode case")
+        if at is not None and at not in EXTRACT_POINTS:
+            raise BadInput(names["at"], f"must be one of {', '.join(EXTRACT_POINTS)}")
+        return NarrowOptions(kind, environment, case.variant_names[0], at=at or "chain")
+    if case.script is not None:
+        raise BadInput(names["case"], "reduce takes a module-mode case; extract the script "
+                                      "first (kind: 'extract')")
+    try:
+        parsed = parse_oracle(oracle or DEFAULT_ORACLE)
+    except BadInput as exc:
+        raise BadInput(names["oracle"], exc.problem) from exc
+    if parsed.kind == "output":
+        raise BadInput(names["oracle"], "a reduction judges one environment; `output` needs a "
+                                        "reference environment (use signature, failure, "
+                                        "status:<s>, signature:<text> or regex:<pattern>)")
+    budget = DEFAULT_BUDGET_S if budget_s is None else budget_s
+    if not MIN_BUDGET_S <= budget <= MAX_BUDGET_S:
+        raise BadInput(names["budget_s"], f"must be {MIN_BUDGET_S} to {MAX_BUDGET_S} seconds")
+    return NarrowOptions(kind, environment, _reduce_variant(case, variant, names["variant"]),
+                         parsed.text, budget)
+
+
+# The answer, as the job's JSON shows it ----------------------------------------------------
+
+NarrowState = Literal["queued", "running", "done", "failed"]
+
+
+class NarrowProgress(BaseModel):
+    """Where a narrowing is: its phase, the last thing it did, and the sizes so far."""
+
+    phase: str
+    what: str = ""
+    steps: int = Field(default=0, description="edits kept so far")
+    runs: int = Field(default=0, description="candidate runs so far")
+    passes: int | None = None
+    lines: int | None = Field(default=None, description="module lines of the best case so far")
+    seconds: float = 0.0
+
+
+class Size(BaseModel):
+    """A case's size: its passes and its module's lines (blank lines not counted)."""
+
+    passes: int
+    lines: int
+
+
+class Reduction(BaseModel):
+    """A reduce job's answer so far (CONTRACT.md, "Reduction"); the final one when `state` is
+    done."""
+
+    model_config = ConfigDict(extra="allow")  # the reducer's own numbers (checks, ...)
+    state: NarrowState
+    oracle: str
+    environment: str
+    variant: str
+    budget_s: int
+    progress: NarrowProgress | None = None
+    case: dict[str, Any] | None = Field(default=None, description="the reduced case (while "
+                                        "running: the best case so far)")
+    signature: str | None = Field(default=None, description="the signature the oracle keeps")
+    before: Size | None = None
+    after: Size | None = None
+    steps: int = 0
+    runs: int = 0
+    finished: bool | None = Field(default=None, description="the reducer tried every edit "
+                                  "(false: its time budget ended it with the best case so far)")
+    log: list[str] = Field(default_factory=list)
+    error: str | None = Field(default=None, description="why there is no reduced case")
+
+
+class Extraction(BaseModel):
+    """An extract job's answer (CONTRACT.md, "Reduction")."""
+
+    model_config = ConfigDict(extra="allow")
+    state: NarrowState
+    environment: str
+    at: str
+    progress: NarrowProgress | None = None
+    case: dict[str, Any] | None = Field(default=None, description="the module-mode case")
+    signature: str | None = Field(default=None, description="the script's signature")
+    stage: str | None = None
+    reproduces: bool | None = Field(default=None, description="the case, run as it is, gives "
+                                    "the script's signature")
+    case_run: dict[str, Any] | None = None
+    notes: list[str] = Field(default_factory=list)
+    error: str | None = Field(default=None, description="why the script cannot be extracted")
+
+
+def answer(row: dict[str, Any], state: NarrowState) -> Reduction | Extraction:
+    """A narrowings row as the job shows it: its answer once there is one, else its options
+    with the progress and best case so far."""
+    options = dict(row["options"])
+    base: dict[str, Any] = {"state": state, "environment": options["environment"],
+                            "progress": row.get("progress"), "error": row.get("error")}
+    found = dict(row.get("result") or {})
+    if row["kind"] == "extract":
+        return Extraction.model_validate({**base, "at": options["at"], **found})
+    best = (row.get("progress") or {}).get("best") or {}
+    return Reduction.model_validate({**base, "oracle": options["oracle"],
+                                     "variant": options["variant"],
+                                     "budget_s": options["budget_s"], **best, **found})

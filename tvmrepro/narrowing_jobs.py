@@ -1,0 +1,89 @@
+"""A reduce or extract job in the store: its one run, and its narrowings row.
+
+The API stores the job, its row (the options) and its one run in one go; the
+worker that takes the run writes the row's progress (with the best case so
+far) as it goes, then the answer or the reason there is none, and only then
+the run's result: a job whose run is done has its answer. Both sides call
+this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from typing import Any
+
+import sqlalchemy as sa
+
+from tvmrepro import schema as t
+from tvmrepro.cases import Case
+from tvmrepro.lifecycle import JobStatus, RunState
+from tvmrepro.narrowing import Extraction, NarrowOptions, NarrowState, Reduction, answer
+from tvmrepro.rows import JobRow, RunRow
+from tvmrepro.store import QueueFull, Store
+
+
+def narrowing(store: Store, job_id: str) -> dict[str, Any] | None:
+    """A reduce or extract job's row (kind, options, progress, result, error), or None."""
+    query = sa.select(t.narrowings).where(t.narrowings.c.job_id == job_id)
+    with store.engine.connect() as conn:
+        row = conn.execute(query).mappings().first()
+    return dict(row) if row else None
+
+
+def start(store: Store, job: JobRow, case: Case, options: NarrowOptions, cap: int,
+          now: float) -> RunRow:
+    """Store the job, its row and its one run (queued); QueueFull stores nothing."""
+    run = RunRow(id=uuid.uuid4().hex, job_id=job.id, ordinal=0, variant=options.variant,
+                 environment=options.environment, state=RunState.QUEUED,
+                 cache_key=f"{options.kind}:{job.id}",  # never served from, nor serving, the cache
+                 timeout_s=options.run_timeout_s(case), created_at=now, published_at=now)
+    with store.write() as conn:
+        conn.execute(t.narrowings.insert().values(
+            job_id=job.id, kind=options.kind, options=dataclasses.asdict(options),
+            progress=None, result=None, error=None, updated_at=now))
+    try:
+        store.submit(job, [run], cap)
+    except QueueFull:
+        with store.write() as conn:
+            conn.execute(t.narrowings.delete().where(t.narrowings.c.job_id == job.id))
+        raise
+    return run
+
+
+def _update(store: Store, job_id: str, **values: Any) -> None:
+    with store.write() as conn:
+        conn.execute(t.narrowings.update().where(t.narrowings.c.job_id == job_id)
+                     .values(updated_at=time.time(), **values))
+
+
+def save_progress(store: Store, job_id: str, progress: dict[str, Any]) -> None:
+    """Record how far the narrowing got (and its best case so far, under "best")."""
+    _update(store, job_id, progress=progress)
+
+
+def save_answer(store: Store, job_id: str, result: dict[str, Any] | None,
+                error: str | None = None) -> None:
+    """Record the answer, or why there is none."""
+    _update(store, job_id, result=result, error=error)
+
+
+def _state(status: JobStatus, row: dict[str, Any]) -> NarrowState:
+    if status is JobStatus.DONE and row["result"] is None:
+        # Why there is no answer is in `error`, or the run ended without its worker storing
+        # one (cancelled, or lost too often): the run's result says which.
+        return "failed"
+    return status.value  # the same four words
+
+
+def current(store: Store, job: JobRow, status: JobStatus
+            ) -> tuple[Reduction | None, Extraction | None]:
+    """A narrowing job's `reduce` and `extract` objects (both None for other jobs)."""
+    row = narrowing(store, job.id)
+    if row is None:
+        return None, None
+    found = answer(row, _state(status, row))
+    if isinstance(found, Reduction):
+        return found, None
+    return None, found
