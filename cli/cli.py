@@ -177,20 +177,23 @@ def serve_command(host: str | None, port: int | None) -> None:
 
 
 @main.command("worker")
-@click.option("--env", "env_ids", multiple=True, required=True,
-              help="Environment whose runs this worker takes (repeatable).")
+@click.option("--env", "env_ids", multiple=True,
+              help="Environment whose runs this worker takes (repeatable; default: as for "
+                   "`tvmrepro up`, the newest CPU release of each minor version).")
 @click.option("--concurrency", type=int, default=None,
               help="Runs at once (default $TVMREPRO_WORKER_CONCURRENCY, else one per core, "
                    "at least 2).")
 @click.option("--loglevel", default="INFO", help="Celery log level.")
 @reports_errors
 def worker_command(env_ids: tuple[str, ...], concurrency: int | None, loglevel: str) -> None:
-    """Take runs of these environments from the broker (provisioning them first)."""
+    """Take runs of these environments from the broker (provisioning them, or building their
+    images, first)."""
+    from cli.up import default_environments
     from tvmrepro.queue import worker_concurrency
     from worker.process import run_worker
 
-    envs = [default_catalog().get(i, "--env") for i in env_ids]
     settings = _service_settings()
+    envs = [default_catalog().get(i, "--env") for i in env_ids] or default_environments(settings)
     run_worker(settings, envs, concurrency or worker_concurrency(settings), loglevel)
 
 

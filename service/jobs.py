@@ -257,11 +257,11 @@ class JobService:
         for env in self.catalog.environments:
             fingerprint = fingerprints.get(env.id)
             shown = {k: v for k, v in (fingerprint or {}).items() if k != "passes"} or None
-            state = ("building" if env.id in building else "served" if env.id in served
-                     else "unserved")
             views.append(EnvironmentView(
                 id=env.id, tvm=env.release, device=env.device, image=env.image,
-                packages=env.packages, workers=served.get(env.id, 0), state=state,
+                packages=env.packages, workers=served.get(env.id, 0),
+                state=("building" if env.id in building else "served" if env.id in served
+                       else "unserved"),
                 step=building.get(env.id), waiting=waiting.get(env.id, 0), fingerprint=shown))
         return EnvironmentList(environments=views)
 

@@ -97,6 +97,9 @@ class Settings(BaseSettings):
     docker_host: str | None = Field(default=None, validation_alias="DOCKER_HOST")
     # Wheels that provisioning and image builds may install from (offline builds).
     wheelhouse: Path | None = None
+    # The base image that image builds use instead of the recipes' official one (where no
+    # registry can be reached): e.g. a local stand-in of python:3.11-slim.
+    base_image: str | None = None
     # Where downloaded packages are kept (default: under the home); homes can share one.
     package_cache: Path | None = None
     log_cap_bytes: int = Field(default=LOG_CAP_BYTES, gt=0)

@@ -11,6 +11,7 @@ from tvmrepro.errors import RuntimeFault
 from tvmrepro.queue import make_celery, queue_names
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store, open_store
+from worker.building import BuildImages, Builds, missing_images
 from worker.recovery import Recovery
 from worker.runtimes import make_runtime
 from worker.runtimes.base import Runtime
@@ -40,19 +41,27 @@ def run_worker(settings: Settings, envs: list[Environment], concurrency: int | N
                loglevel: str = "INFO") -> None:
     """Serve `envs` until stopped (blocks); runs go through the configured runtime."""
     store = open_store(settings.store_url)
+    # Images the engine lacks are built once the worker runs (worker.building); their
+    # environments are served meanwhile, and their queues consumed once the image is made.
+    builds = Builds(missing_images(settings, envs))
     # One runtime (one engine connection, one container sweep) for all the environments;
     # each pool process makes its own after the fork (worker.tasks.context).
-    prepare(make_runtime(settings.runtime, settings), envs, store)
+    ready = [env for env in envs if env.id not in builds]
+    prepare(make_runtime(settings.runtime, settings), ready, store)
     store.dispose()
     app = make_celery(settings)
     app.conf.tvmrepro_environments = [env.id for env in envs]
+    app.conf.tvmrepro_builds = builds
     app.conf.include = ["worker.tasks"]
     app.steps["worker"].add(Recovery)
-    queues = ",".join(name for env in envs for name in queue_names(env.id))  # both lanes
+    app.steps["worker"].add(BuildImages)
+    queues = ",".join(name for env in ready for name in queue_names(env.id))  # both lanes
     nodename = f"tvmrepro-{os.getpid()}@{socket.gethostname()}"
-    log.info("worker %s serves %s", nodename, queues)
+    log.info("worker %s serves %s", nodename, queues or "nothing until its images are built")
     app.worker_main([
-        "worker", "--queues", queues, "--hostname", nodename, "--pool", "prefork",
+        # With every image still to build: the default queue, where nothing is published.
+        "worker", *(["--queues", queues] if queues else []), "--hostname", nodename,
+        "--pool", "prefork",
         "--concurrency", str(concurrency or settings.worker_concurrency),
         "--loglevel", loglevel, "--without-mingle", "--without-gossip", "--without-heartbeat",
     ])

@@ -90,7 +90,9 @@ class Sweeper:
     def tick(self) -> None:
         """One sweep; a failure is logged and the next tick tries again."""
         try:
-            self.store.heartbeat(self.worker_id, self.environments)
+            builds = self.app.conf.get("tvmrepro_builds")  # worker.building: images being made
+            self.store.heartbeat(self.worker_id, self.environments,
+                                 builds.steps() if builds is not None else None)
             lost = self.lost_runs()
             for run_id, env_id in lost:
                 publish_run(self.app, run_id, env_id)
