@@ -6,7 +6,9 @@ Side by side, interleaved so that drift hits both alike:
 - bisect: `tvmrepro bisect CASE --local --oracle signature --json` over every CPU
   environment (ten runs in the sandbox, as many at once as there are cores; nothing is
   cached locally), provisioned environments assumed.
-Prints medians and the ratio bisect/bare.
+Prints medians and the ratio bisect/bare, and the bare run's CPU seconds (user + system): ten
+releases each import their own TVM and run the case, so with C cores the bisection cannot take
+less than about 10 x that CPU / C, however its runs overlap.
 
     .venv/bin/python bench/bisect_vs_bare.py [--repeat 3] [--variant NAME]
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -30,6 +33,12 @@ from bench.service_vs_bare import CASE, bare_script, summary, time_bare  # noqa:
 from tvmrepro.environments import default_catalog  # noqa: E402
 from tvmrepro.settings import Settings  # noqa: E402
 from worker.provision import env_python, provision  # noqa: E402
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of every finished child process so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def time_bisect(variant: str, envs: list[str]) -> tuple[float, dict[str, object]]:
@@ -60,10 +69,12 @@ def main() -> None:
     newest = envs[-1]
     case = json.loads(CASE.read_text())
     script = bare_script(settings, newest.id, case, args.variant, Path(tempfile.mkdtemp()))
-    samples: dict[str, list[float]] = {"bare": [], "bisect": []}
+    samples: dict[str, list[float]] = {"bare": [], "bisect": [], "bare_cpu": []}
     verdicts = set()
     for _ in range(args.repeat):
+        cpu = children_cpu()
         samples["bare"].append(time_bare(env_python(settings, newest), script))
+        samples["bare_cpu"].append(children_cpu() - cpu)
         seconds, found = time_bisect(args.variant, [env.id for env in envs])
         samples["bisect"].append(seconds)
         verdicts.add(str(found["verdict"]))
@@ -74,6 +85,11 @@ def main() -> None:
     print(f"{'':<28} {'median':>8} {'min':>8} {'max':>8} {'/bare':>9}")
     print(summary("bare cold python", samples["bare"], bare))
     print(summary("bisect --local, 10 releases", samples["bisect"], bare))
+    cores = os.cpu_count() or 1
+    floor = len(envs) * statistics.median(samples["bare_cpu"]) / cores
+    print(summary("bare, CPU seconds", samples["bare_cpu"], bare))
+    print(f"CPU floor of the bisection ({len(envs)} x bare CPU / {cores} cores): {floor:.3f} s, "
+          f"{floor / bare:.2f}x bare")
     print(json.dumps(samples))
 
 

@@ -60,16 +60,30 @@ def bisect_locally(case: Case, options: Options, runtime_name: str, tick: Tick) 
     fan_out(case, list(envs.values()), fingerprints, [options.variant], "--variant")
     observed: list[Observation] = []
     todo = initial_probes(options)
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        while todo:
-            futures = [pool.submit(_run_one, case, options, envs[env_id], runtime)
-                       for env_id in todo for _ in range(options.repeat)]
-            for future in as_completed(futures):
-                observed.append(future.result())
-                found, _ = evaluate(options, observed)
-                tick(found["progress"]["done"], found["progress"]["total"])
-            found, todo = evaluate(options, observed)
+    try:
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+            while todo:
+                _reserve(runtime, case, [envs[env_id] for env_id in todo], options.repeat)
+                futures = [pool.submit(_run_one, case, options, envs[env_id], runtime)
+                           for env_id in todo for _ in range(options.repeat)]
+                for future in as_completed(futures):
+                    observed.append(future.result())
+                    found, _ = evaluate(options, observed)
+                    tick(found["progress"]["done"], found["progress"]["total"])
+                found, todo = evaluate(options, observed)
+    finally:
+        getattr(runtime, "close", lambda: None)()
     return evaluate(options, observed)[0]
+
+
+def _reserve(runtime: Any, case: Case, envs: list[Environment], repeat: int) -> None:
+    """Start every probe's sandbox of this round now, from this (long-lived) thread: their TVM
+    imports overlap each other and the runs before them."""
+    reserve = getattr(runtime, "reserve", None)
+    if reserve is None:
+        return
+    for env in envs:
+        reserve(env, case.timeout_s, case.memory_mb, count=repeat)
 
 
 def bisect_remotely(case: Case, options: Options, server: str, tick: Tick) -> tuple[str, dict[str, Any]]:

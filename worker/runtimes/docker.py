@@ -54,7 +54,7 @@ from worker.runtimes.base import (
 )
 from worker.runtimes.docker_io import ChunkReader, OutputReader
 from worker.runtimes.local import sandbox_environ
-from worker.runtimes.pool import WarmPool
+from worker.runtimes.pool import Reserved, WarmPool
 
 RUN_LABEL, JOB_LABEL = "tvmrepro.run", "tvmrepro.job"
 OWNER_LABEL, DEADLINE_LABEL = "tvmrepro.owner", "tvmrepro.deadline"
@@ -153,6 +153,7 @@ class DockerRuntime:
         self._fingerprints: dict[str, dict[str, Any]] = {}  # image id -> what its TVM has
         self.pool: WarmPool[DockerSandbox] | None = None
         self.served: dict[str, Environment] = {}  # the pool's environments, by id
+        self.reserved: Reserved[DockerSandbox] = Reserved()
         self.swept = self.sweep()
 
     def sweep(self) -> list[str]:
@@ -239,14 +240,15 @@ class DockerRuntime:
         image_id = self.image_id(job.env)
         limits = Limits.of(job, self.settings)
         pooled = Limits.pooled(self.settings)
-        sandbox = None
-        if self.pool is not None and job.env.id in self.served and pooled.covers(limits):
+        sandbox = self.reserved.take((job.env.id, limits))
+        if sandbox is None and self.pool is not None and job.env.id in self.served \
+                and pooled.covers(limits):
             sandbox = self.pool.take((job.env.id, pooled))
         warm = sandbox is not None
         try:
             if sandbox is None or not sandbox.alive():  # it died while waiting: costs no run
                 warm, sandbox = False, self._launch(job)
-                if not self._ready(sandbox.container_id):
+            if not self._ready(sandbox.container_id):  # a reserved one may still import TVM
                     raise RuntimeFault(f"the sandbox of {job.env.id} did not get ready (TVM did "
                                        f"not import): {sandbox.output.text(1)[-2000:]}")
             execution = self._run(job, sandbox, image_id)
@@ -287,8 +289,17 @@ class DockerRuntime:
             if len(envs) <= PREWARM_AT_START:
                 self.pool.fill((env.id, Limits.pooled(self.settings)))
 
+    def reserve(self, env: Environment, timeout_s: int, memory_mb: int, count: int = 1) -> None:
+        """Start `count` containers for env now, without waiting for them to import TVM: the
+        next runs of env with these limits take them (see the local runtime)."""
+        job = SandboxJob(f"reserved-{uuid.uuid4().hex}", "reserved", env,
+                         {"timeout_s": timeout_s, "memory_mb": memory_mb}, "")
+        for _ in range(count):
+            self.reserved.put((env.id, Limits.of(job, self.settings)), self._launch(job))
+
     def close(self) -> None:
         """Remove the waiting containers."""
+        self.reserved.close()
         if self.pool is not None:
             self.pool.close()
 

@@ -44,7 +44,7 @@ from worker.runtimes.base import (
     new_key,
     rlimit_setter,
 )
-from worker.runtimes.pool import WarmPool
+from worker.runtimes.pool import Reserved, WarmPool
 from worker.runtimes.sandbox import LocalSandbox, args_fd, seccomp_fd, with_workdir_tmpfs
 
 SANDBOX_UID_RANGE = (200_000, 260_000)  # fresh uid per run: RLIMIT_NPROC counts per uid
@@ -126,6 +126,7 @@ class LocalRuntime:
         self.unshare = shutil.which("unshare") if os.geteuid() == 0 else None
         self.pool: WarmPool[LocalSandbox] | None = None
         self.served: dict[str, Environment] = {}  # the pool's environments, by id
+        self.reserved: Reserved[LocalSandbox] = Reserved()
         self.sweep_rundirs()
 
     def sweep_rundirs(self) -> list[Path]:
@@ -217,8 +218,17 @@ class LocalRuntime:
                 if len(envs) <= PREWARM_AT_START:
                     self.pool.fill((env.id, pooled))
 
+    def reserve(self, env: Environment, timeout_s: int, memory_mb: int, count: int = 1) -> None:
+        """Start `count` sandboxes for env now, without waiting for them: the next runs of env
+        with these limits take them (all of a bisection's releases import TVM at once)."""
+        limits = Limits.of(SandboxJob("", "", env, {"timeout_s": timeout_s,
+                                                     "memory_mb": memory_mb}, ""), self.settings)
+        for _ in range(count):
+            self.reserved.put((env.id, limits), self.start(env, limits))
+
     def close(self) -> None:
         """Stop the waiting sandboxes."""
+        self.reserved.close()
         if self.pool is not None:
             self.pool.close()
 
@@ -297,6 +307,9 @@ class LocalRuntime:
 
     def _sandbox_for(self, env: Environment, limits: Limits) -> tuple[LocalSandbox, bool]:
         """A warm sandbox whose limits cover the case's, else a fresh one with the case's own."""
+        reserved = self.reserved.take((env.id, limits))
+        if reserved is not None:
+            return reserved, True
         pooled = Limits.pooled(self.settings)
         if self.pool is not None and env.id in self.served and pooled.covers(limits):
             warm = self.pool.take((env.id, pooled))

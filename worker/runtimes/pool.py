@@ -126,3 +126,46 @@ class WarmPool(Generic[S]):
             self.waiting.clear()
         for sandbox in gone:
             sandbox.discard()
+
+
+class Reserved(Generic[S]):
+    """Sandboxes started at once for runs known ahead (a bisection's releases, a reducer's
+    candidates): their TVM imports overlap, each is taken by one run and never replaced.
+
+    The runtime starts them from the caller's thread (a local sandbox lives as long as the
+    thread that started it: the caller's, which waits for the runs anyway).
+    """
+
+    def __init__(self) -> None:
+        self.waiting: dict[Hashable, list[S]] = {}
+        self.lock = threading.Lock()
+
+    def put(self, key: Hashable, sandbox: S) -> None:
+        """Keep `sandbox` for the next run of `key`."""
+        with self.lock:
+            self.waiting.setdefault(key, []).append(sandbox)
+
+    def take(self, key: Hashable) -> S | None:
+        """A reserved sandbox for `key` that still lives (None when there is none)."""
+        while True:
+            with self.lock:
+                found = self.waiting.get(key, [])
+                if not found:
+                    return None
+                sandbox = found.pop(0)
+            if sandbox.alive():
+                return sandbox
+            sandbox.discard()  # died while waiting: it costs no run
+
+    def count(self, key: Hashable) -> int:
+        """How many wait for `key`."""
+        with self.lock:
+            return len(self.waiting.get(key, []))
+
+    def close(self) -> None:
+        """Stop the sandboxes no run took."""
+        with self.lock:
+            gone = [s for queue in self.waiting.values() for s in queue]
+            self.waiting.clear()
+        for sandbox in gone:
+            sandbox.discard()
