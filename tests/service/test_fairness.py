@@ -1,0 +1,51 @@
+"""Fairness: a long or hostile run does not starve the others (README "Fairness").
+
+A real worker (default concurrency, real local runtime, real TVM) holds a
+`while True: pass` run with a long time limit; a normal job submitted after it
+must be done while the busy run still runs. With one run at a time per worker
+(TVMREPRO_WORKER_CONCURRENCY=1) the normal job waited for the busy one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.conftest import NEW_ENV
+from tests.service.stack import Stack, dump, founding_body
+from tvmrepro.queue import SHORT_RUN_S, queue_name
+
+pytestmark = [pytest.mark.timeout(600)]
+BUSY_TIMEOUT_S = SHORT_RUN_S + 60  # in the long lane, and far longer than a normal run
+
+
+def busy_case(timeout_s: int) -> dict[str, Any]:
+    """A script that spins forever (it ends by its time limit)."""
+    return {"title": "busy loop", "script": "while True:\n    pass\n", "timeout_s": timeout_s}
+
+
+def normal_case() -> dict[str, Any]:
+    """A script that imports TVM and prints (about a second of work)."""
+    return {"title": "normal", "script": "import tvm\nprint(tvm.__version__)\n"}
+
+
+@pytest.mark.parametrize("backend", ["redis+postgres"], indirect=True)
+def test_a_normal_job_finishes_while_a_busy_loop_runs(stack: Stack) -> None:
+    stack.start_api()
+    stack.start_worker(NEW_ENV)
+    busy = stack.submit(founding_body(busy_case(BUSY_TIMEOUT_S), [NEW_ENV]))
+    stack.wait_running(busy["id"])
+    normal = stack.submit(founding_body(normal_case(), [NEW_ENV]))
+    # Waited for up to the busy run's whole time limit: if the normal job stood behind the
+    # busy one, it would finish only after the busy run timed out, and the check below fails.
+    done = stack.wait(normal["id"], timeout=BUSY_TIMEOUT_S + 60)
+    busy_now = stack.store.job(busy["id"])
+    assert busy_now is not None
+    assert [run.state for run in busy_now.runs] == ["running"], dump(busy_now.model_dump())
+    assert [run["result"]["status"] for run in done["runs"]] == ["ok"], dump(done)
+
+
+def test_lanes_follow_the_time_limit() -> None:
+    assert queue_name(NEW_ENV, SHORT_RUN_S) == queue_name(NEW_ENV)
+    assert queue_name(NEW_ENV, SHORT_RUN_S + 1) == f"{queue_name(NEW_ENV)}.long"
