@@ -2,40 +2,17 @@
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
 from typing import Any
 
 import click
 
-from cli.output import error_console, print_json, print_runs
+from cli.output import error_console, print_json, print_runs, reports_errors
 from tvmrepro.cases import Case, load_case_file
 from tvmrepro.environments import Environment, default_catalog
-from tvmrepro.errors import BadInput, ReproError
+from tvmrepro.errors import BadInput
 from tvmrepro.fanout import fan_out, select_variants
 from tvmrepro.settings import Settings
-
-EXIT_BAD_INPUT = 2
-EXIT_FAILURE = 1
-
-
-def reports_errors(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Bad input exits 2 with the message naming what is wrong; other faults exit 1."""
-
-    @wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except BadInput as exc:
-            error_console().print(f"[red]error:[/red] {exc}", highlight=False)
-            sys.exit(EXIT_BAD_INPUT)
-        except ReproError as exc:
-            error_console().print(f"[red]error:[/red] {exc}", highlight=False)
-            sys.exit(EXIT_FAILURE)
-
-    return wrapper
 
 
 @click.group()
@@ -329,13 +306,13 @@ def images_wheels(wheelhouse: Path, env_ids: tuple[str, ...], everything: bool,
 
 
 
-from cli.bisect import bisect_command  # noqa: E402  # it uses reports_errors from above
+from cli.bisect import bisect_command  # noqa: E402  # it imports reports_errors from here
 
 main.add_command(bisect_command)
 
 
 def _add_narrowing_commands() -> None:
-    """extract, reduce and the job readers (their modules use reports_errors from above)."""
+    """extract, reduce and the job readers (imported late: they import this module)."""
     from cli.extract import extract_command
     from cli.jobs import cancel_command, compare_command, ir_command, jobs_command, log_command
     from cli.reduce import reduce_command

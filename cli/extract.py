@@ -8,12 +8,11 @@ from typing import Any
 
 import click
 
-from cli.cli import EXIT_FAILURE, reports_errors
-from cli.output import error_console, print_json
+from cli.narrowing import local_runtime, narrow_remotely, narrowing_options, write_case
+from cli.output import EXIT_FAILURE, error_console, print_json, reports_errors
+from cli.reduce import show_progress
 from tvmrepro.cases import load_case_file
 from tvmrepro.environments import default_catalog
-from tvmrepro.errors import BadInput
-from tvmrepro.settings import Settings
 
 
 @click.command("extract")
@@ -23,31 +22,23 @@ from tvmrepro.settings import Settings
               help="Start at the module the failing step's chain of passes began with (chain), "
                    "at the module that entered the failing step (failing), or at the innermost "
                    "pass that raised, inside a pipeline or a build (inner).")
-@click.option("--local", is_flag=True, help="Run here, without the service.")
-@click.option("--runtime", "runtime_name", type=click.Choice(["local", "docker"]), default="local",
-              help="With --local: a sandboxed local environment, or the environment's image.")
-@click.option("--json", "as_json", is_flag=True,
-              help='Print {"case": ..., "signature": ..., "stage": ...} as JSON.')
-@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Also write the case (JSON) here.")
+@narrowing_options
 @reports_errors
 def extract_command(script_file: Path, env_id: str, at: str, local: bool, runtime_name: str,
-                    as_json: bool, output: Path | None) -> None:
+                    as_json: bool, output: Path | None, server: str | None) -> None:
     """Extract the IRModule and passes where SCRIPT fails (a pass, the build, VM creation)."""
-    from worker.extraction import extract
-    from worker.runtimes import make_runtime
-
     script = load_case_file(script_file)
     env = default_catalog().get(env_id, "--env")
-    if not local:
-        raise BadInput("--local", "the service does not run extractions yet; run it here with --local")
-    runtime = make_runtime(runtime_name, Settings.from_env())
-    runtime.fingerprint(env)  # provisions a missing local environment
-    error_console().print(f"running {script_file.name} on {env.id} (extract mode) ...",
-                          highlight=False)
-    found = extract(script, env, runtime, at=at)
-    if output is not None:
-        output.write_text(json.dumps(found["case"], indent=2) + "\n")
+    if local:
+        from worker.extraction import extract
+
+        runtime = local_runtime(runtime_name, env)
+        error_console().print(f"running {script_file.name} on {env.id} (extract mode) ...",
+                              highlight=False)
+        found = extract(script, env, runtime, at=at)
+    else:
+        found = narrow_remotely("extract", script, env, server, show_progress, at=at)
+    write_case(output, found["case"])
     if as_json:
         print_json(found)
     else:

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import click
 
-from cli.cli import reports_errors
-from cli.output import print_json
+from cli.output import print_json, reports_errors
 from cli.remote import ApiClient
 from tvmrepro.errors import BadInput
 from tvmrepro.models import JobView

@@ -1,13 +1,21 @@
-"""How the command line shows results: a readable table, or JSON."""
+"""How the command line shows results (a readable table, or JSON) and errors (exit 2 for bad
+input, 1 for other faults)."""
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from functools import wraps
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from tvmrepro.errors import BadInput, ReproError
+
+EXIT_BAD_INPUT = 2
+EXIT_FAILURE = 1
 
 _STATUS_STYLE = {"ok": "green", "error": "red", "crash": "bold red", "timeout": "yellow",
                  "oom": "yellow", "incompatible": "blue", "infra_error": "magenta"}
@@ -40,3 +48,20 @@ def print_runs(runs: list[dict[str, Any]], title: str | None = None) -> None:
 def error_console() -> Console:
     """Where messages for people go (an error stays one line: grep and logs read it whole)."""
     return Console(stderr=True, soft_wrap=True)
+
+
+def reports_errors(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Bad input exits 2 with the message naming what is wrong; other faults exit 1."""
+
+    @wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except BadInput as exc:
+            error_console().print(f"[red]error:[/red] {exc}", highlight=False)
+            sys.exit(EXIT_BAD_INPUT)
+        except ReproError as exc:
+            error_console().print(f"[red]error:[/red] {exc}", highlight=False)
+            sys.exit(EXIT_FAILURE)
+
+    return wrapper

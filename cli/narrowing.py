@@ -1,0 +1,95 @@
+"""What `tvmrepro extract` and `tvmrepro reduce` share: their common options, the runtime of
+a --local run, and the job that runs them through the service otherwise."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cli.output import error_console
+from cli.remote import POLL_S, ApiClient, ServiceError
+from tvmrepro.cases import Case
+from tvmrepro.environments import Environment
+from tvmrepro.errors import BadInput
+from tvmrepro.lifecycle import JobStatus
+from tvmrepro.models import JobView
+from tvmrepro.settings import Settings
+from worker.runtimes.base import Runtime
+
+Command = Callable[..., Any]
+Progress = Callable[[dict[str, Any]], None]
+
+
+def narrowing_options(command: Command) -> Command:
+    """--local, --runtime, --json, -o and --server (applied bottom-up, shown in this order)."""
+    options = [
+        click.option("--local", is_flag=True, help="Run here, without the service."),
+        click.option("--runtime", "runtime_name", type=click.Choice(["local", "docker"]),
+                     default="local", help="With --local: a sandboxed local environment, or "
+                                           "the environment's image."),
+        click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON."),
+        click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
+                     default=None, help="Also write the case (JSON) here."),
+        click.option("--server", default=None, help="Service URL (default $TVMREPRO_SERVER)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def local_runtime(runtime_name: str, env: Environment) -> Runtime:
+    """The runtime of a --local run, with env provisioned here when it is missing."""
+    from worker.runtimes import make_runtime
+
+    runtime = make_runtime(runtime_name, Settings.from_env())
+    runtime.fingerprint(env)
+    return runtime
+
+
+def write_case(output: Path | None, case: dict[str, Any]) -> None:
+    """Write the case to -o's file, if one was given."""
+    if output is not None:
+        output.write_text(json.dumps(case, indent=2) + "\n")
+
+
+def _follow(client: ApiClient, job: JobView, kind: str, progress: Progress) -> JobView:
+    """Poll the job until it is finished, telling `progress` each new step."""
+    said = None
+    while job.status not in (JobStatus.DONE, JobStatus.FAILED):
+        time.sleep(POLL_S)
+        job = client.job(job.id)
+        found = job.reduce if kind == "reduce" else job.extract
+        shown = found.progress if found is not None else None
+        if shown is not None and (shown.phase, shown.what) != said:
+            said = (shown.phase, shown.what)
+            progress({"kind": "step", **shown.model_dump()})
+    return job
+
+
+def narrow_remotely(kind: str, case: Case, env: Environment, server: str | None,
+                    progress: Progress, **fields: Any) -> dict[str, Any]:
+    """Submit a reduce or extract job, follow it, and give its answer (with the job's id).
+
+    An answer that says why there is none is BadInput (the case does not show the bug, the
+    script fails where no module is), as it is here; a run the service failed is ServiceError.
+    """
+    client = ApiClient(server or Settings.from_env().server)
+    body = {"kind": kind, "case": case.model_dump(mode="json", exclude_defaults=True),
+            "environments": [env.id], **{k: v for k, v in fields.items() if v is not None}}
+    job = client.submit(body)
+    error_console().print(f"{kind} job {job.id} at {client.server}", highlight=False)
+    job = _follow(client, job, kind, progress)
+    found = job.reduce if kind == "reduce" else job.extract
+    result = (job.runs[0].result or {}) if job.runs else {}
+    if found is None or result.get("status") == "infra_error":
+        raise ServiceError(f"the {kind} job {job.id} failed: {result.get('message')}")
+    if found.state != "done":
+        raise BadInput("CASE" if kind == "reduce" else "SCRIPT",
+                       found.error or f"the {kind} job {job.id} ended without an answer")
+    answer: dict[str, Any] = found.model_dump(mode="json", exclude={"progress", "state"})
+    return {**answer, "job": job.id}
