@@ -45,7 +45,8 @@ class Route:
 _JOB = "/api/v1/jobs/{job_id}"
 _RUN = _JOB + "/runs/{run_id}"
 ROUTES = (
-    Route("post", "/api/v1/jobs", "Submit a job: a case, environments, variants", request=JobRequest,
+    Route("post", "/api/v1/jobs", "Submit a job: run, bisect, reduce or extract a case",
+          request=JobRequest,
           responses={202: JobView, 400: ErrorBody, 409: ErrorBody, 413: ErrorBody,
                      429: ErrorBody}),
     Route("get", "/api/v1/jobs", "Jobs, newest first, a page at a time",
