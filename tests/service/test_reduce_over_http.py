@@ -181,3 +181,55 @@ def test_bad_reduce_and_extract_requests_name_the_field(stack: Stack,
         response = stack.http.post("/api/v1/jobs", json={"wait": True, **body})
         assert response.status_code == 400, (field, response.text)
         assert response.json()["error"]["field"] == field, (field, response.text)
+
+
+@EMBEDDED
+def test_the_page_reduces_a_failing_cell_and_shows_a_reduction(
+        stack: Stack, founding_case: dict[str, Any]) -> None:
+    from selenium.webdriver.common.by import By
+
+    from tests.service.browser import start_browser, wait_for
+
+    browser = start_browser()
+    try:
+        stack.start_api()
+        stack.start_worker(NEW_ENV)
+        ran = stack.wait(stack.submit({"kind": "run", "case": founding_case,
+                                       "environments": [NEW_ENV]})["id"])
+        cells = {c["variant"]: c for row in ran["matrix"]["cells"] for c in row}
+        assert cells["fusetir-once"]["status"] == "error" and cells["fusetir-twice"]["status"] == "ok"
+        browser.get(f"{stack.url}/jobs/{ran['id']}")
+        # Only the failing cell offers a reduction.
+        button = wait_for(browser, lambda d: d.find_elements(
+            By.CSS_SELECTOR, f"td[data-run='{cells['fusetir-once']['run']}'] button.narrow"),
+            "the reduce button")[0]
+        assert not browser.find_elements(
+            By.CSS_SELECTOR, f"td[data-run='{cells['fusetir-twice']['run']}'] button.narrow")
+        button.click()
+        wait_for(browser, lambda d: ran["id"] not in d.current_url, "the reduce job's page")
+        reduce_id = browser.current_url.rstrip("/").split("/")[-1]
+        job = stack.http.get(f"/api/v1/jobs/{reduce_id}").json()
+        assert (job["kind"], job["reduce"]["variant"], job["environments"]) == \
+            ("reduce", "fusetir-once", [NEW_ENV]), dump(job)
+        wait_for(browser, lambda d: "passes" in d.find_element(By.ID, "narrow-summary").text,
+                 "the reduction's progress", timeout=120)
+        # Cancelled: the page says it ended without a case.
+        assert stack.http.delete(f"/api/v1/jobs/{reduce_id}").status_code == 200
+        wait_for(browser, lambda d: "Ended without a case" in
+                 d.find_element(By.ID, "narrow-summary").text, "the cancelled reduction")
+        # A finished reduction: the sizes before and after, and the reduced module.
+        done = stack.wait(stack.submit({"kind": "reduce", "case": founding_case,
+                                        "environments": [NEW_ENV], "variant": "fusetir-once",
+                                        "budget_s": 15})["id"], timeout=300)
+        found = done["reduce"]
+        browser.get(f"{stack.url}/jobs/{done['id']}")
+        wait_for(browser, lambda d: d.find_element(By.ID, "narrow-heading").text == "Reduced",
+                 "the finished reduction")
+        rows = {r.get_attribute("data-row"): r.text
+                for r in browser.find_elements(By.CSS_SELECTOR, "#narrow-sizes tbody tr")}
+        assert rows["before"].endswith(str(found["before"]["lines"])), rows
+        assert rows["after"].endswith(str(found["after"]["lines"])), rows
+        shown = browser.find_element(By.ID, "narrow-case").get_attribute("textContent")
+        assert shown == found["case"]["source"]
+    finally:
+        browser.quit()

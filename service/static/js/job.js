@@ -2,6 +2,7 @@
 import { openCell } from "./cell.js";
 import { api, el, fill, statusClass, when } from "./common.js";
 import { reportMarkdown } from "./report.js";
+import { narrowButton, renderNarrowing } from "./narrow.js";
 import { renderBisect, startBisect } from "./timeline.js";
 
 const $ = (id) => document.getElementById(id);
@@ -37,6 +38,7 @@ function matrixCell(cell, groups) {
       group ? el("span", { class: "group-tag", title: "signature group" }, `#${group}`) : null,
       cell.cached ? el("span", { class: "cached", title: "the result of an earlier identical run" }, "cached") : null,
       cell.signature ? el("span", { class: "signature", title: cell.signature }, cell.signature) : null),
+    narrowButton(state.job, cell, showError),
     done ? el("label", { class: "tick", title: "tick two cells to diff their IR" },
       el("input", { type: "checkbox", checked: state.ticked.includes(cell.run), onchange: (e) => tick(cell.run, e.target.checked) }),
       "diff") : null);
@@ -156,6 +158,8 @@ function render(job) {
   renderMatrix(job.matrix);
   renderComparisons(job.matrix);
   renderBisect(job, $("bisect-panel"), $("bisect-summary"), $("timeline"));
+  renderNarrowing(job, { panel: $("narrow-panel"), heading: $("narrow-heading"), summary: $("narrow-summary"),
+                         sizes: $("narrow-sizes"), source: $("narrow-case"), steps: $("narrow-steps") });
 }
 
 async function load() {
