@@ -285,7 +285,8 @@ API_FIELDS = {"variant": "variant", "environments": "environments", "reference":
 MAX_REPEAT = 10
 
 
-def _choose_variant(case: Case, name: str | None, field: str) -> str:
+def choose_variant(case: Case, name: str | None, field: str) -> str:
+    """The variant named (checked), or the case's only one; BadInput naming `field` if neither."""
     if name is not None:
         try:
             case.variant(name)
@@ -321,7 +322,7 @@ def make_options(case: Case, envs: list[Environment], variant: str | None = None
         text = parse_oracle(oracle).text
     except BadInput as exc:
         raise BadInput(names["oracle"], exc.problem) from exc
-    return Options(ids, _choose_variant(case, variant, names["variant"]), text, reference,
+    return Options(ids, choose_variant(case, variant, names["variant"]), text, reference,
                    repeat, strategy, bypass_cache)
 
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tvmrepro.bisection import parse_oracle
+from tvmrepro.bisection import choose_variant, parse_oracle
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput
@@ -62,19 +62,6 @@ def _one_environment(kind: str, envs: list[Environment], field: str) -> str:
     return envs[0].id
 
 
-def _reduce_variant(case: Case, name: str | None, field: str) -> str:
-    if name is not None:
-        try:
-            case.variant(name)
-        except BadInput as exc:
-            raise BadInput(field, exc.problem) from exc
-        return name
-    if len(case.variant_names) != 1:
-        raise BadInput(field, f"the case has {len(case.variant_names)} variants; name the one "
-                              f"to reduce, one of {case.variant_names}")
-    return case.variant_names[0]
-
-
 def make_options(kind: str, case: Case, envs: list[Environment], variant: str | None = None,
                  oracle: str | None = None, budget_s: int | None = None, at: str | None = None,
                  fields: dict[str, str] | None = None) -> NarrowOptions:
@@ -102,7 +89,7 @@ def make_options(kind: str, case: Case, envs: list[Environment], variant: str | 
     budget = DEFAULT_BUDGET_S if budget_s is None else budget_s
     if not MIN_BUDGET_S <= budget <= MAX_BUDGET_S:
         raise BadInput(names["budget_s"], f"must be {MIN_BUDGET_S} to {MAX_BUDGET_S} seconds")
-    return NarrowOptions(kind, environment, _reduce_variant(case, variant, names["variant"]),
+    return NarrowOptions(kind, environment, choose_variant(case, variant, names["variant"]),
                          parsed.text, budget)
 
 

@@ -61,12 +61,17 @@ def render_reduce(job: dict[str, Any]) -> list[str]:
              f"{reduced['steps']} steps, {reduced.get('runs', '?')} candidate runs, {how}.", "",
              "Signature kept:", "", "```", signature, "```", ""]
     lines += _numbers(reduced, original_passes)
-    lines += ["The reduced module:", "", "```python", reduced["case"]["source"].rstrip(), "```", "",
-              f"Reproduce (the case below saved as `{REDUCED_FILE}`):", "", "```sh",
-              reproduce_command(reduced), "```", "",
-              "<details><summary>The reduced case</summary>", "", "```json",
-              json.dumps(reduced["case"], indent=2), "```", "", "</details>", ""]
-    return lines
+    return lines + _case_block("reduced", reduced["case"], reduced["environment"], REDUCED_FILE)
+
+
+def _case_block(what: str, case: dict[str, Any], environment: str, saved_as: str) -> list[str]:
+    """The module, the command that reproduces the case, and the case itself."""
+    return ["The module:" if what == "extracted" else f"The {what} module:", "", "```python",
+            case["source"].rstrip(), "```", "",
+            f"Reproduce (the case below saved as `{saved_as}`):", "", "```sh",
+            reproduce_command({"environment": environment}, saved_as), "```", "",
+            f"<details><summary>The {what} case</summary>", "", "```json",
+            json.dumps(case, indent=2), "```", "", "</details>", ""]
 
 
 def render_extract(job: dict[str, Any]) -> list[str]:
@@ -86,10 +91,5 @@ def render_extract(job: dict[str, Any]) -> list[str]:
              f"case below starts at the module that entered that step, with the passes "
              f"{', '.join(f'`{p}`' for p in _pass_names(case)) or '(none)'}, and {said}.", "",
              *[f"- {note}" for note in found.get("notes") or []],
-             *([""] if found.get("notes") else []),
-             "The module:", "", "```python", case["source"].rstrip(), "```", "",
-             f"Reproduce (the case below saved as `{EXTRACTED_FILE}`):", "", "```sh",
-             reproduce_command({"environment": found["environment"]}, EXTRACTED_FILE), "```",
-             "", "<details><summary>The extracted case</summary>", "", "```json",
-             json.dumps(case, indent=2), "```", "", "</details>", ""]
-    return lines
+             *([""] if found.get("notes") else [])]
+    return lines + _case_block("extracted", case, found["environment"], EXTRACTED_FILE)

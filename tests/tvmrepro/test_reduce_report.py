@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tvmrepro.reduce_report import render_reduce, reproduce_command
+from tvmrepro.reduce_report import render_extract, render_reduce, reproduce_command
 
 SOURCE = "from tvm.script import relax as R\n\n@I.ir_module\nclass Module:\n    pass\n"
 REDUCED = {
@@ -31,3 +31,23 @@ def test_the_section_shows_before_after_the_module_and_the_command() -> None:
     assert reproduce_command(REDUCED) in text
     assert reproduce_command(REDUCED) == \
         "tvmrepro run reduced.json --local --env tvm-0.27.0.post1-cpu"
+
+
+def test_a_reduction_still_running_or_without_a_case_says_so() -> None:
+    running = {"state": "running", "progress": {"phase": "functions", "what": "drop function f"}}
+    assert "Still running: functions, drop function f." in "\n".join(
+        render_reduce({"case": {}, "reduce": running}))
+    failed = {"state": "failed", "error": "nothing to reduce"}
+    assert "No case: nothing to reduce" in "\n".join(render_reduce({"case": {}, "reduce": failed}))
+
+
+def test_the_extract_section_shows_the_case_whether_it_reproduces_and_the_command() -> None:
+    found = {"state": "done", "environment": "tvm-0.27.0.post1-cpu", "stage": "build",
+             "case": REDUCED["case"], "reproduces": False, "notes": ["a note"],
+             "case_run": {"status": "ok", "stage": "vm_init"}}
+    text = "\n".join(render_extract({"extract": found}))
+    assert "#### Extracted" in text and "fails at `build`" in text
+    assert "does **not** reproduce the script: it gives `ok` at `vm_init`" in text
+    assert "- a note\n" in text and "```python\n" + SOURCE.rstrip() + "\n```" in text
+    assert "tvmrepro run extracted.json --local --env tvm-0.27.0.post1-cpu" in text
+    assert render_extract({"case": {}}) == []
