@@ -1,0 +1,88 @@
+"""The warm pool's lifecycle with real local sandboxes: idle ones reaped, reserved ones taken once.
+
+(Single use, replacement, a death while waiting and what one run leaves for the next are in
+test_warm_sandboxes.py; the hostile scripts against warm sandboxes in test_local_runtime.py.)
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.conftest import NEW_ENV, OLD_ENV
+from tests.worker.test_warm_sandboxes import WARM_WAIT_S
+from tvmrepro.cases import parse_case
+from tvmrepro.environments import Environment
+from tvmrepro.settings import Settings
+from worker.runner import run_variant
+from worker.runtimes.base import Limits
+from worker.runtimes.local import LocalRuntime
+
+pytestmark = pytest.mark.tvm
+IDLE_S = 2.0
+
+
+def test_idle_setting_is_read_from_the_environment(test_home: object) -> None:
+    read = Settings.from_env({"TVMREPRO_HOME": str(test_home), "TVMREPRO_WARM_IDLE_S": "7.5",
+                              "TVMREPRO_WARM_SANDBOXES": "3"})
+    assert (read.warm_idle_s, read.warm_sandboxes) == (7.5, 3)
+
+
+def test_a_sandbox_idle_past_the_setting_is_stopped_and_removed(
+        settings: Settings, tvm_envs: dict[str, Environment]) -> None:
+    env = tvm_envs[NEW_ENV]
+    runtime = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 1,
+                                                       "warm_idle_s": IDLE_S}))
+    try:
+        runtime.prewarm([env])
+        assert runtime.pool is not None
+        key = (env.id, Limits.pooled(runtime.settings))
+        deadline = time.monotonic() + WARM_WAIT_S
+        while runtime.pool.count(key) < 1:
+            assert time.monotonic() < deadline, "no warm sandbox came up"
+            time.sleep(0.05)
+        (_, sandbox), = runtime.pool.waiting[key]
+        assert sandbox.alive() and sandbox.rundir.exists()
+        # The reaper looks every IDLE_S / 4: gone within a few of its rounds past IDLE_S.
+        while runtime.pool.count(key) > 0 or sandbox.rundir.exists():
+            assert time.monotonic() < deadline, "the idle sandbox was never reaped"
+            time.sleep(0.1)
+        assert not sandbox.alive() and sandbox.discarded  # its hold on the build let go too
+        assert runtime.pool.count(key) == 0  # not replaced: nothing asked for one
+    finally:
+        runtime.close()
+
+
+def test_reserved_sandboxes_are_taken_once_each_by_runs_with_their_limits(
+        settings: Settings, tvm_envs: dict[str, Environment]) -> None:
+    runtime = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 0}))
+    try:
+        for env_id in (OLD_ENV, NEW_ENV):  # started together: their imports overlap
+            runtime.reserve(tvm_envs[env_id], timeout_s=30, memory_mb=1024)
+        case = parse_case({"script": "print('hi')\n", "timeout_s": 30, "memory_mb": 1024})
+        other_limits = parse_case({"script": "print('hi')\n", "timeout_s": 31, "memory_mb": 1024})
+        reserved = dict(runtime.reserved.waiting)
+        assert len(reserved) == 2
+        # Another case's limits do not take a sandbox started for these.
+        assert run_variant(other_limits, "script", tvm_envs[NEW_ENV], runtime).isolation["warm"] \
+            is False
+        runs = [run_variant(case, "script", tvm_envs[env_id], runtime)
+                for env_id in (OLD_ENV, NEW_ENV, NEW_ENV)]
+        assert [r.status.value for r in runs] == ["ok", "ok", "ok"], runs[0].log.stderr[-2000:]
+        assert [r.isolation["warm"] for r in runs] == [True, True, False]  # none replaced
+        assert [r.tvm["version"] for r in runs if r.tvm] == ["0.25.0", "0.27.0.post1",
+                                                            "0.27.0.post1"]
+        assert all(not s.alive() for queue in reserved.values() for s in queue)
+    finally:
+        runtime.close()
+
+
+def test_reserved_sandboxes_no_run_took_end_with_the_runtime(
+        settings: Settings, tvm_envs: dict[str, Environment]) -> None:
+    runtime = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 0}))
+    runtime.reserve(tvm_envs[NEW_ENV], timeout_s=30, memory_mb=1024, count=2)
+    (sandboxes,) = runtime.reserved.waiting.values()
+    assert len(sandboxes) == 2 and all(s.alive() for s in sandboxes)
+    runtime.close()
+    assert all(not s.alive() and not s.rundir.exists() for s in sandboxes)
