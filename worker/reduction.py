@@ -23,13 +23,12 @@ from tvmrepro.bisection import FAILING, Verdict, judge, parse_oracle
 from tvmrepro.cases import Case, parse_case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput, RuntimeFault
+from tvmrepro.narrowing import DEFAULT_BUDGET_S, DEFAULT_ORACLE
 from tvmrepro.results import Status
 from worker import candidates
 from worker.runner import harness_case, run_variant
 from worker.runtimes.base import Runtime, SandboxJob
 
-DEFAULT_ORACLE = "signature"
-DEFAULT_BUDGET_S = 900
 DEFAULT_WORKERS = 2
 CHECK_BATCH = 8  # module edits checked per harness call
 MAX_SWEEPS = 3  # passes over one phase's candidates while they keep shrinking the module
