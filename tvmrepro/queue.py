@@ -16,7 +16,10 @@ runs that may last half an hour never stand in front of a short one.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from celery import Celery
@@ -192,3 +195,46 @@ def queue_length(app: Celery, env_id: str) -> int:
         return sum(int(channel.queue_declare(queue=name, durable=True,
                                              auto_delete=False).message_count)
                    for name in queue_names(env_id))
+
+
+def _run_of(entry: bytes) -> tuple[str, str] | None:
+    """(run id, queue) of one entry of Redis's unacknowledged set, None if not a run's."""
+    try:
+        message, _exchange, routing_key = json.loads(entry)
+        body = message["body"]
+        if message["properties"].get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        args = json.loads(body)[0]
+        return str(args[0]), str(routing_key)
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def drop_finished_unacked(app: Celery, queues: set[str],
+                          unfinished: Callable[[], set[str]]) -> int:
+    """Remove from Redis's unacknowledged set the messages of `queues` whose run is finished.
+
+    A worker killed mid-run, or an acknowledgement lost while Redis restarted, leaves its
+    message there until the visibility timeout, when it would come back only to be dropped.
+    The set is read before the store (`unfinished`: ids of the runs not done), so a message
+    of a run stored after that read is never taken for a finished one. Redis only.
+    """
+    with app.connection_for_write(connect_timeout=BROKER_PING_S) as conn:
+        conn.ensure_connection(max_retries=0, timeout=BROKER_PING_S)
+        channel = conn.default_channel
+        if not isinstance(channel, redis_transport.Channel):
+            return 0
+        client = channel.client
+        # Through the index and HGET: kombu's key prefix covers those commands, not HGETALL.
+        tags = client.zrange(channel.unacked_index_key, 0, -1)
+        runs = {tag: _run_of(client.hget(channel.unacked_key, tag) or b"") for tag in tags}
+        mine = {tag: run for tag, run in runs.items() if run is not None and run[1] in queues}
+        if not mine:
+            return 0
+        waiting = unfinished()
+        done = [tag for tag, (run_id, _) in mine.items() if run_id not in waiting]
+        for tag in done:
+            client.pipeline().zrem(channel.unacked_index_key, tag).hdel(
+                channel.unacked_key, tag).execute()
+        return len(done)
+

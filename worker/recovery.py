@@ -24,7 +24,13 @@ from celery import Celery, bootsteps
 
 from tvmrepro.lifecycle import RunState
 from tvmrepro.liveness import claimer_gone, process_token
-from tvmrepro.queue import WORKER_LOST_WAIT_S, publish_run, queue_length
+from tvmrepro.queue import (
+    WORKER_LOST_WAIT_S,
+    drop_finished_unacked,
+    publish_run,
+    queue_length,
+    queue_names,
+)
 from tvmrepro.rows import RunRow
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store
@@ -100,6 +106,9 @@ class Sweeper:
             if lost:
                 log.warning("published %d lost runs again: %s", len(lost),
                             ", ".join(run_id for run_id, _ in lost))
+            # Messages a dead worker (or a lost acknowledgement) left unacknowledged.
+            drop_finished_unacked(self.app, {q for e in self.environments for q in queue_names(e)},
+                                  lambda: {r.id for r in self.store.unfinished(self.environments)})
         except Exception:
             log.exception("recovery sweep failed; trying again in %.0f s",
                           self.settings.reconcile_interval_s)

@@ -93,3 +93,25 @@ def test_processes_racing_to_make_an_embedded_queue_all_publish(tmp_path: Path) 
         outcomes = list(pool.map(_publish_once, [str(tmp_path)] * RACERS, [str(gate)] * RACERS))
     assert outcomes == ["ok"] * RACERS
     assert queue_length(broker, "tvm-race-cpu") == RACERS
+
+
+def test_finished_runs_leave_no_unacknowledged_message(app: Celery) -> None:
+    """What a killed worker left unacknowledged is dropped once its run is done, not before."""
+    from tvmrepro.queue import _run_of, drop_finished_unacked, queue_name
+
+    env, lane = "tvm-x-cpu", {queue_name("tvm-x-cpu")}
+    for run_id in ("done-run", "live-run"):
+        publish_run(app, run_id, env)
+    with app.connection_for_write() as conn:
+        channel = conn.default_channel
+        for _ in range(2):  # received and never acknowledged: a worker killed mid-run
+            assert channel.basic_get(queue_name(env), no_ack=False) is not None
+        if app.conf.broker_transport_options.get("global_keyprefix") is None:
+            assert drop_finished_unacked(app, lane, lambda: set()) == 0  # SQL: nothing to do
+            return
+        assert drop_finished_unacked(app, {queue_name("tvm-y-cpu")}, lambda: set()) == 0
+        assert drop_finished_unacked(app, lane, lambda: {"live-run"}) == 1
+        client = channel.client
+        left = [_run_of(client.hget(channel.unacked_key, tag) or b"")
+                for tag in client.zrange(channel.unacked_index_key, 0, -1)]
+        assert left == [("live-run", queue_name(env))]
