@@ -1,8 +1,10 @@
-"""docker-compose.yml: accepted by Debian's docker-compose 1.29, and `up` serves the founding case."""
+"""docker-compose.yml: accepted by Debian's docker-compose 1.29; `up` alone serves the founding
+case (the worker builds the images it lacks), and `down` then `up` keeps every job."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import time
@@ -15,18 +17,30 @@ import httpx
 import pytest
 import yaml
 
+from cli.up import default_environments
 from tests.conftest import NEW_ENV, OLD_ENV, REPO, shared_case
 from tests.docker.conftest import SCRIPTS, engine_environ, sandbox_containers
 from tests.service.stack import free_port
 from tvmrepro.cases import load_case_file
-from tvmrepro.environments import Environment
+from tvmrepro.environments import default_catalog
 from tvmrepro.settings import Settings
-from worker.images import build_service_image, download_wheels, service_requirements
+from worker.images import (
+    build_service_image,
+    current_image,
+    download_wheels,
+    service_requirements,
+)
 from worker.runtimes.docker import JOB_LABEL
 
 REDIS_IMAGE = "tvmrepro/stand-in-redis:7"
+POSTGRES_IMAGE = "tvmrepro/stand-in-postgres:16"
 SERVICE_IMAGE = "tvmrepro/service:test"
 UP_TIMEOUT_S = 180
+# The worker builds both images (offline, from the wheelhouse) before it runs their jobs.
+BUILD_TIMEOUT_S = 900
+# The environments the test's worker serves: the two that the other Docker tests use, so
+# the images it builds serve them afterwards (the default, three, is checked on the file).
+SERVED = (OLD_ENV, NEW_ENV)
 
 
 def compose() -> str:
@@ -50,48 +64,97 @@ def config(*args: str) -> dict[str, Any]:
 
 def test_compose_file_is_accepted_and_wired() -> None:
     plain, cuda = config(), config("--profile", "cuda")
-    assert set(plain["services"]) == {"redis", "api", "worker", "worker-cuda"}
-    redis_command = " ".join(plain["services"]["redis"]["command"])
+    services = plain["services"]
+    assert set(services) == {"postgres", "redis", "api", "worker", "worker-cuda"}
+    redis_command = " ".join(services["redis"]["command"])
     assert "--appendonly yes" in redis_command and "--maxmemory-policy noeviction" in redis_command
-    worker = plain["services"]["worker"]
+    worker = services["worker"]
     assert worker["environment"]["TVMREPRO_RUNTIME"] == "docker"
     assert any(v.get("target") == "/var/run/docker.sock" if isinstance(v, dict)
                else ":/var/run/docker.sock" in v for v in worker["volumes"])
-    assert "--env tvm-0.27.0.post1-cpu" in str(worker["command"])
-    assert "gunicorn" not in plain["services"]["api"]["command"]  # `tvmrepro serve` runs it
-    assert plain["services"]["api"]["environment"]["REDIS_URL"] == "redis://redis:6379/0"
+    assert "gunicorn" not in services["api"]["command"]  # `tvmrepro serve` runs it
+    assert services["api"]["environment"]["REDIS_URL"] == "redis://redis:6379/0"
     assert cuda["services"]["worker-cuda"]["profiles"] == ["cuda"]
     assert "tvm-0.27.0.post1-cuda" in str(cuda["services"]["worker-cuda"]["command"])
 
 
+def test_compose_stores_jobs_in_postgres_in_a_volume() -> None:
+    services = config()["services"]
+    postgres = services["postgres"]
+    assert postgres["image"] == "postgres:16"
+    assert "pg_isready" in postgres["healthcheck"]["test"]
+    assert any(str(v).startswith("postgres:/var/lib/postgresql/data") or
+               (isinstance(v, dict) and v.get("source") == "postgres") for v in postgres["volumes"])
+    for name in ("api", "worker"):
+        assert services[name]["environment"]["DATABASE_URL"].startswith("postgresql://")
+        assert services[name]["depends_on"]["postgres"]["condition"] == "service_healthy"
+
+
+def test_compose_serves_one_cpu_environment_of_each_minor_release_by_default(
+        tmp_path: Path) -> None:
+    command = shlex.split(str(config()["services"]["worker"]["command"]))
+    assert command == ["tvmrepro", "worker"]  # no --env: `tvmrepro up`'s choice
+    # A fresh home, as the worker's container has: nothing provisioned there.
+    chosen = default_environments(Settings(home=tmp_path))
+    assert [env.id for env in chosen] == ["tvm-0.25.0.post1-cpu", "tvm-0.26.0-cpu",
+                                          "tvm-0.27.0.post1-cpu"]
+    assert [env.id for env in chosen] == [env.id for env in default_catalog().spanning("cpu")]
+
+
+def _stand_in(script: str, tag: str, base_image: str, docker_host: str) -> None:
+    made = subprocess.run([str(SCRIPTS / script), tag, base_image], capture_output=True,
+                          text=True, env=engine_environ(docker_host), check=False)
+    assert made.returncode == 0, made.stderr
+
+
+def _without_images(client: docker.DockerClient) -> None:
+    """No image of the served environments on the engine: the worker must build them."""
+    catalog = default_catalog()
+    for env_id in SERVED:
+        tag = catalog.get(env_id).image
+        if client.images.list(name=tag):  # other tests built it earlier in this session
+            client.api.remove_image(tag, force=True)
+
+
+class Project:
+    """One compose project of this checkout on the private engine."""
+
+    def __init__(self, environ: dict[str, str]) -> None:
+        self.environ = environ
+        self.command = [compose(), "--project-name", f"trtest{os.getpid()}"]
+
+    def __call__(self, *args: str, timeout_s: float = UP_TIMEOUT_S) -> subprocess.CompletedProcess:
+        return subprocess.run([*self.command, *args], cwd=REPO, env=self.environ,
+                              capture_output=True, text=True, timeout=timeout_s, check=False)
+
+
 @pytest.fixture
 def compose_stack(docker_host: str, docker_settings: Settings, docker_client: docker.DockerClient,
-                  docker_envs: dict[str, Environment], base_image: str,
-                  test_home: Path) -> Iterator[str]:
-    """`docker-compose up` of this checkout on the private engine; the API's URL."""
+                  base_image: str, wheelhouse: Path, test_home: Path) -> Iterator[Project]:
+    """A compose project of this checkout on the private engine, not yet up."""
     wheels = test_home / "wheelhouse-service"
-    download_wheels(service_requirements(), wheels, docker_envs[NEW_ENV].python, deps=True)
+    download_wheels(service_requirements(), wheels, default_catalog().get(NEW_ENV).python,
+                    deps=True)
     build_service_image(docker_client, docker_settings, wheels, base_image, tag=SERVICE_IMAGE)
-    made = subprocess.run([str(SCRIPTS / "redis-image"), REDIS_IMAGE, base_image],
-                          capture_output=True, text=True, env=engine_environ(docker_host),
-                          check=False)
-    assert made.returncode == 0, made.stderr
+    _stand_in("redis-image", REDIS_IMAGE, base_image, docker_host)
+    _stand_in("postgres-image", POSTGRES_IMAGE, base_image, docker_host)
+    _without_images(docker_client)
     port = free_port()
-    environ = {**engine_environ(docker_host), "TVMREPRO_SERVICE_IMAGE": SERVICE_IMAGE,
-               "TVMREPRO_REDIS_IMAGE": REDIS_IMAGE, "TVMREPRO_PORT": str(port),
-               "DOCKER_SOCKET": docker_host.removeprefix("unix://")}
-    project = [compose(), "--project-name", f"trtest{os.getpid()}"]
-    up = subprocess.run([*project, "up", "-d", "--no-build"], cwd=REPO, env=environ,
-                        capture_output=True, text=True, timeout=UP_TIMEOUT_S, check=False)
+    # What a user's .env would hold here: the two environments, and the offline build's
+    # wheelhouse and stand-in base (no registry on this machine).
+    project = Project({
+        **engine_environ(docker_host), "TVMREPRO_SERVICE_IMAGE": SERVICE_IMAGE,
+        "TVMREPRO_REDIS_IMAGE": REDIS_IMAGE, "TVMREPRO_POSTGRES_IMAGE": POSTGRES_IMAGE,
+        "TVMREPRO_PORT": str(port), "DOCKER_SOCKET": docker_host.removeprefix("unix://"),
+        "TVMREPRO_WORKER_ENVS": " ".join(f"--env {env_id}" for env_id in SERVED),
+        "TVMREPRO_WHEELHOUSE_DIR": str(wheelhouse), "TVMREPRO_BASE_IMAGE": base_image})
+    project.environ["TVMREPRO_TEST_URL"] = f"http://127.0.0.1:{port}"
     try:
-        assert up.returncode == 0, up.stderr
-        yield f"http://127.0.0.1:{port}"
+        yield project
     finally:
-        logs = subprocess.run([*project, "logs", "--no-color", "--tail", "50"], cwd=REPO,
-                              env=environ, capture_output=True, text=True, check=False)
-        print(logs.stdout[-6000:])
-        subprocess.run([*project, "down", "--volumes", "--timeout", "10"], cwd=REPO, env=environ,
-                       capture_output=True, check=False, timeout=UP_TIMEOUT_S)
+        logs = project("logs", "--no-color", "--tail", "60")
+        print(logs.stdout[-8000:])
+        project("down", "--volumes", "--timeout", "10")
 
 
 def _until(ready: Any, timeout_s: float) -> Any:
@@ -106,30 +169,77 @@ def _until(ready: Any, timeout_s: float) -> Any:
     raise AssertionError(f"not ready after {timeout_s} s")
 
 
-@pytest.mark.docker
-@pytest.mark.tvm
-@pytest.mark.timeout(600)
-def test_compose_up_serves_the_founding_case(compose_stack: str,
-                                             docker_client: docker.DockerClient) -> None:
-    http = httpx.Client(base_url=compose_stack, timeout=30)
+def _environments(http: httpx.Client) -> dict[str, dict[str, Any]]:
+    return {e["id"]: e for e in http.get("/api/v1/environments").json()["environments"]}
+
+
+def _up(project: Project) -> httpx.Client:
+    up = project("up", "-d", "--no-build")
+    assert up.returncode == 0, up.stderr
+    http = httpx.Client(base_url=project.environ["TVMREPRO_TEST_URL"], timeout=30)
     _until(lambda: http.get("/healthz").json()["status"] == "ok", UP_TIMEOUT_S)
-    served = _until(lambda: {e["id"]: e for e in http.get("/api/v1/environments").json()
-                             ["environments"] if e["workers"]}, 60)
-    assert set(served) == {OLD_ENV, NEW_ENV}
-    assert served[OLD_ENV]["fingerprint"]["version"] == "0.25.0"  # read from the image
+    return http
+
+
+def _submit_while_building(http: httpx.Client) -> str:
+    """The founding case, submitted as soon as the worker serves its environments (building)."""
+    seen = _until(lambda: (envs := _environments(http)) and all(
+        envs[env_id]["workers"] for env_id in SERVED) and envs, 60)
+    building = {env_id: seen[env_id]["step"] for env_id in SERVED
+                if seen[env_id]["state"] == "building"}
+    assert NEW_ENV in building and building[NEW_ENV], seen  # built second: still waiting
     case = load_case_file(shared_case("tvm-17357/case.json")).model_dump(mode="json")
     posted = http.post("/api/v1/jobs", json={"kind": "run", "case": case,
-                                             "environments": [OLD_ENV, NEW_ENV]})
-    assert posted.status_code == 202, posted.text
-    job = _until(lambda: (j := http.get(f"/api/v1/jobs/{posted.json()['id']}").json())["status"]
-                 in ("done", "failed") and j, 120)
+                                             "environments": list(SERVED)})
+    assert posted.status_code == 202, posted.text  # a building environment takes jobs
+    job = posted.json()
+    waiting = [r for r in job["runs"] if r["environment"] == NEW_ENV]
+    assert waiting and all(r["state"] == "queued" for r in waiting)
+    if _environments(http)[NEW_ENV]["state"] == "building":
+        assert _environments(http)[NEW_ENV]["waiting"] == len(waiting)  # visibly waiting
+    return str(job["id"])
+
+
+def _finished(http: httpx.Client, job_id: str) -> dict[str, Any]:
+    return dict(_until(lambda: (j := http.get(f"/api/v1/jobs/{job_id}").json())["status"]
+                       in ("done", "failed") and j, BUILD_TIMEOUT_S))
+
+
+def _check_founding_results(job: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     results = {(r["variant"], r["environment"]): r["result"] for r in job["runs"]}
-    assert len(results) == 4
+    assert len(results) == 2 * len(SERVED)
     for (variant, _), result in results.items():
         expected = ("error", "vm_init") if variant == "fusetir-once" else ("ok", "vm_init")
         assert (result["status"], result["stage"]) == expected, result
         assert result["isolation"]["runtime"] == "docker"
+    return results
+
+
+@pytest.mark.docker
+@pytest.mark.tvm
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 4 * UP_TIMEOUT_S)
+def test_compose_up_alone_builds_the_images_serves_the_case_and_keeps_jobs(
+        compose_stack: Project, docker_client: docker.DockerClient) -> None:
+    catalog = default_catalog()
+    assert [current_image(docker_client, catalog.get(e)) for e in SERVED] == [None, None]
+    http = _up(compose_stack)
+    job_id = _submit_while_building(http)
+    job = _finished(http, job_id)
+    results = _check_founding_results(job)
+    served = _environments(http)
+    assert all(served[e]["state"] == "served" and served[e]["step"] is None for e in SERVED)
+    assert served[OLD_ENV]["fingerprint"]["version"] == "0.25.0"  # read from the new image
+    assert all(current_image(docker_client, catalog.get(e)) for e in SERVED)  # the worker's
     # Every run's container is gone; what is left waits, warm, for the next case.
     labels = [c["Labels"] for c in sandbox_containers(docker_client)]
-    assert [lab for lab in labels if lab.get(JOB_LABEL) == job["id"]] == []
+    assert [lab for lab in labels if lab.get(JOB_LABEL) == job_id] == []
     assert all(lab.get(JOB_LABEL) == "warm" for lab in labels), labels
+
+    down = compose_stack("down", "--timeout", "10")
+    assert down.returncode == 0, down.stderr
+    http = _up(compose_stack)
+    again = http.get(f"/api/v1/jobs/{job_id}")
+    assert again.status_code == 200, again.text
+    kept = {(r["variant"], r["environment"]): r["result"] for r in again.json()["runs"]}
+    assert {k: v["status"] for k, v in kept.items()} == {k: v["status"]
+                                                           for k, v in results.items()}
