@@ -43,7 +43,8 @@ def test_a_current_image_is_kept_and_nothing_is_left_dangling(
     from worker.images import BUILD_STAGE_FILTER, HARNESS_LABEL, build_environment_image
 
     env = default_catalog().get(NEW_ENV)
-    assert all(b.built for b in built_images.values())
+    # Built by the fixture, or earlier in the session by the compose test's worker (the same
+    # pins, harness and base): current either way, so the build below is skipped.
     labels = docker_client.api.inspect_image(env.image)["Config"]["Labels"]
     assert labels[HARNESS_LABEL] == harness_digest()
     # The build stages (wheels and venv, some 700 MB each) went with their builds.
