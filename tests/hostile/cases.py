@@ -1,0 +1,88 @@
+"""The hostile cases: every case of README "Resource limits" and of the sandbox's hardening.
+
+Each is a case (script mode unless it needs IR) with a small time limit and
+the one status it must end with, plus what else its result must show.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.worker.test_local_runtime import HOSTILE
+from tests.worker.test_warm_sandboxes import FORGE
+
+TIMEOUT_S = 5  # small: a hang costs this much
+MEMORY_MB = 1024
+HUGE_IR_OPS = 2000  # each pass prints the whole function: thousands of IR lines per pass
+HUGE_IR_PASSES = 6
+
+
+@dataclass(frozen=True)
+class Hostile:
+    """One case and what its single run's result must say."""
+
+    name: str
+    case: dict[str, Any]
+    status: str
+    expect: dict[str, Any] = field(default_factory=dict)  # result field -> value
+    truncated: bool = False
+
+
+def script(name: str, text: str, status: str, truncated: bool = False,
+           **expect: Any) -> Hostile:
+    """A script-mode hostile case under the suite's small limits."""
+    case = {"title": f"hostile {name}", "script": text, "timeout_s": TIMEOUT_S,
+            "memory_mb": MEMORY_MB}
+    return Hostile(name, case, status, expect, truncated)
+
+
+def huge_ir() -> Hostile:
+    """A Relax function of HUGE_IR_OPS adds through HUGE_IR_PASSES passes: megabytes of IR."""
+    lines = ["from tvm.script import ir as I", "from tvm.script import relax as R", "",
+             "@I.ir_module", "class Module:", "    @R.function",
+             '    def main(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):',
+             "        with R.dataflow():", "            v0 = R.add(x, x)"]
+    lines += [f"            v{i} = R.add(v{i - 1}, x)" for i in range(1, HUGE_IR_OPS)]
+    lines += [f"            R.output(v{HUGE_IR_OPS - 1})", f"        return v{HUGE_IR_OPS - 1}"]
+    passes = ["Normalize", "CanonicalizeBindings"] * (HUGE_IR_PASSES // 2)
+    case = {"title": "hostile huge IR", "source": "\n".join(lines) + "\n", "module": "Module",
+            "variants": [{"name": "many", "passes": passes}], "target": "llvm",
+            "entry": None, "timeout_s": 60, "memory_mb": 2048}
+    return Hostile("huge_ir", case, "ok")
+
+
+FLOOD = "import sys\nfor _ in range(100):\n    sys.{}.write('x' * (1 << 20))\n"
+CASES: list[Hostile] = [
+    script("segfault", HOSTILE["segfault"][0], "crash", signal="SIGSEGV"),
+    script("abort", "import os\nos.abort()\n", "crash", signal="SIGABRT"),
+    script("busy_loop", HOSTILE["busy_loop"][0], "timeout"),
+    script("sleep", HOSTILE["sleep_forever"][0], "timeout"),
+    script("alloc_64_gib", HOSTILE["alloc_64_gib"][0], "oom"),
+    script("memory_growth", "x = []\nwhile True:\n    x.append(bytearray(64 << 20))\n", "oom"),
+    script("fork_bomb", HOSTILE["fork_bomb"][0], "timeout"),
+    script("stdout_flood", FLOOD.format("stdout"), "ok", truncated=True),
+    script("stderr_flood", FLOOD.format("stderr"), "ok", truncated=True),
+    script("binary_flood", "import os\nfor _ in range(64):\n    os.write(1, os.urandom(1 << 20))\n",
+           "ok", truncated=True),
+    script("line_flood", "import sys\nfor _ in range(16):\n    sys.stdout.write('y\\n' * (1 << 19))\n",
+           "ok", truncated=True),
+    script("connect_loopback", HOSTILE["connect_loopback"][0], "error"),
+    script("connect_outside",
+           "import socket\nsocket.create_connection(('192.0.2.1', 80), timeout=2)\n", "error"),
+    script("write_etc", HOSTILE["write_etc"][0], "error"),
+    script("write_usr", "open('/usr/tvmrepro-was-here', 'w').write('x')\n", "error"),
+    script("fill_tmp", "chunk = b'x' * (1 << 20)\nwith open('/tmp/big', 'wb') as f:\n"
+           "    while True:\n        f.write(chunk)\n", "error", error_type="OSError"),
+    script("detached_child", "import os, time\nif os.fork() == 0:\n    os.setsid()\n"
+           "    time.sleep(3600)\nprint('parent done')\n", "ok"),
+    script("forged_result_abort", FORGE + "os.abort()\n", "crash", signal="SIGABRT",
+           outputs=None),
+    script("forged_result_exit", FORGE + "raise SystemExit(3)\n", "error", outputs=None),
+    script("nul_bytes", "import sys\nsys.stdout.buffer.write(b'a\\x00b\\xff\\n')\n"
+           "raise ValueError('bad \\x00 \\ud800')\n", "error", error_type="ValueError"),
+    script("self_sigkill", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", "crash",
+           signal="SIGKILL"),
+    huge_ir(),
+]
+NORMAL = {"title": "hostile follow-up", "script": "print('still fine')\n"}

@@ -1,0 +1,167 @@
+"""The hostile suite's service: a private Redis, real API and workers, on each runtime.
+
+Each runtime's part runs against a service of its own (tests.service.stack: the
+API under gunicorn and a Celery worker as subprocesses, the SQLite store in a
+home of its own) on one private redis-server (its own port and directory, so
+that the suite can kill and restart it without touching the machine's Redis).
+Every check records a row in the ledger; the table and the one figure are
+printed at the end of the session (and written to TVMREPRO_HOSTILE_REPORT).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.conftest import NEW_ENV
+from tests.docker.conftest import (  # noqa: F401  # fixtures of the private engine
+    base_image,
+    docker_client,
+    docker_host,
+    docker_settings,
+    wheelhouse,
+)
+from tests.service.stack import Backend, Stack, free_port, make_home
+from tvmrepro.environments import Environment, default_catalog
+from worker.images import build_environment_image
+
+REDIS_START_S = 10.0
+MAX_QUEUED = 30  # the API's cap on waiting runs (the burst goes past it)
+
+
+@dataclass
+class Row:
+    """One check of the suite."""
+
+    runtime: str
+    check: str
+    expected: str
+    got: str
+    passed: bool
+
+
+@dataclass
+class Ledger:
+    """Everything the suite checked, and the jobs it lost or ran twice."""
+
+    rows: list[Row] = field(default_factory=list)
+    lost: int = 0
+    duplicates: int = 0
+
+    def add(self, runtime: str, check: str, expected: str, got: str, passed: bool) -> bool:
+        """Record one check; returns whether it passed."""
+        self.rows.append(Row(runtime, check, expected, got, passed))
+        return passed
+
+    def table(self) -> str:
+        """The table and the figure, as printed."""
+        cells = [(r.runtime, r.check, r.expected, r.got[:60], "ok" if r.passed else "FAIL")
+                 for r in self.rows]
+        head = ("runtime", "check", "expected", "got", "ok")
+        widths = [max(len(row[i]) for row in [head, *cells]) for i in range(len(head))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+                 for row in [head, *cells]]
+        passed = sum(r.passed for r in self.rows)
+        lines.append(f"hostile: {passed} of {len(self.rows)} cases passed, "
+                     f"{self.lost} jobs lost, {self.duplicates} duplicates")
+        return "\n".join(lines)
+
+
+LEDGER = Ledger()
+
+
+@pytest.fixture(scope="session")
+def ledger() -> Ledger:
+    """The session's ledger (printed by pytest_terminal_summary)."""
+    return LEDGER
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the table and the figure after the tests (when the suite ran)."""
+    if not LEDGER.rows:
+        return
+    text = LEDGER.table()
+    terminalreporter.write_sep("=", "hostile suite")
+    terminalreporter.write_line(text)
+    if report := os.environ.get("TVMREPRO_HOSTILE_REPORT"):
+        Path(report).write_text(text + "\n")
+
+
+class PrivateRedis:
+    """A redis-server of the suite's own, with an append-only file synced at every write."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.port = root, free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start it (again, on the same port and files) and wait until it answers."""
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
+             str(self.root), "--appendonly", "yes", "--appendfsync", "always", "--save", ""],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + REDIS_START_S
+        while True:
+            try:
+                if self.client().ping():
+                    return
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def kill(self) -> None:
+        """kill -9 it (what it had synced stays on disk)."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def client(self) -> redis.Redis:
+        """A client of it."""
+        return redis.Redis.from_url(self.url, socket_timeout=5)
+
+
+@pytest.fixture(scope="session")
+def private_redis() -> Iterator[PrivateRedis]:
+    """The suite's redis-server, removed with its files at the end."""
+    root = Path(tempfile.mkdtemp(prefix="tvmrepro-hostile-redis-"))
+    server = PrivateRedis(root)
+    server.start()
+    yield server
+    server.kill()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def hostile_docker_env(request: pytest.FixtureRequest) -> Environment:
+    """The one environment of the Docker part, its image built offline on the private engine."""
+    env = default_catalog().get(NEW_ENV)
+    client, settings = (request.getfixturevalue(n) for n in ("docker_client", "docker_settings"))
+    build_environment_image(client, settings, env, request.getfixturevalue("wheelhouse"),
+                            request.getfixturevalue("base_image"))
+    return env
+
+
+def make_stack(runtime: str, request: pytest.FixtureRequest, private_redis: PrivateRedis,
+               root: Path, test_home: Path) -> Stack:
+    """A stack on the private Redis for one runtime (its API and one worker started)."""
+    overrides = {"TVMREPRO_MAX_QUEUED_RUNS": str(MAX_QUEUED), "TVMREPRO_RUNTIME": runtime}
+    if runtime == "docker":
+        settings = request.getfixturevalue("docker_settings")
+        request.getfixturevalue("hostile_docker_env")
+        overrides["DOCKER_HOST"] = str(settings.docker_host)
+    backend = Backend("redis+sqlite", private_redis.url, None, f"hostile-{runtime}:")
+    stack = Stack(backend, make_home(root, test_home), **overrides)
+    stack.start_api()
+    stack.start_worker(NEW_ENV)
+    return stack
