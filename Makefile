@@ -1,5 +1,5 @@
 # One entry point for developers and CI.
-.PHONY: setup up test lint types check bench lock
+.PHONY: setup up test lint types check hostile bench lock
 
 setup:
 	./scripts/bootstrap
@@ -25,6 +25,12 @@ ifeq ($(CI),true)
 check: export TVMREPRO_WITH_DOCKER = 1
 endif
 check: setup lint types test
+
+# The hostile suite alone (tests/hostile, also part of `make test`, hence of CI): both runtimes
+# against a real service on a private Redis; prints a table and one figure at the end.
+hostile: export TVMREPRO_WITH_DOCKER ?= 1
+hostile: setup
+	.venv/bin/pytest tests/hostile -q
 
 bench: setup
 	.venv/bin/python bench/service_vs_bare.py
