@@ -5,7 +5,11 @@ Measured side by side in one run (interleaved where each sample is one run):
   arrives) against one bare run;
 - throughput: 20 runs through the service (Redis broker, a worker of concurrency 2,
   warm sandboxes, cache bypassed), submitted at once, against `xargs -P2` of 20 bare runs;
-- a cache hit: submit -> the job's answer (done), for a case already run.
+- a cache hit: submit -> the job's answer (done), for a case already run, once each API
+  process has answered a few (its first requests pay imports and compile caches): the
+  median of HITS_PER_ROUND hits per round;
+- the Docker runtime warm against cold (bench/docker_warm.py: DOCKER_HOST's engine, else a
+  private one with the image built offline), unless --no-docker.
 The service end to end against bare (Redis and embedded) is bench/service_vs_bare.py;
 a full bisection against one bare run is bench/bisect_vs_bare.py.
 
@@ -25,6 +29,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
 import redis
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,6 +49,8 @@ from tvmrepro.settings import Settings  # noqa: E402
 from worker.provision import env_python, provision  # noqa: E402
 
 BURST = 20
+HITS_PER_ROUND = 5
+WARM_UP_HITS = 20  # over fresh connections: gunicorn hands them to each of its processes
 
 
 def time_local(case_file: Path, env_id: str, variant: str) -> float:
@@ -91,12 +98,32 @@ def time_cache_hit(service: Service, case: dict[str, Any], env_id: str, variant:
     return time.perf_counter() - started
 
 
+def warm_up_api(service: Service, case: dict[str, Any], env_id: str, variant: str) -> None:
+    """Cache hits over fresh connections until every API process has answered some."""
+    body = {"case": case, "environments": [env_id], "variants": [variant]}
+    for _ in range(WARM_UP_HITS):
+        with httpx.Client(base_url=service.url, timeout=30.0) as fresh:
+            fresh.post("/api/v1/jobs", json=body)
+
+
+def docker_line(settings: Settings, env_id: str, variant: str, repeat: int, bare: float) -> str:
+    """The Docker runtime's warm and cold medians, their ratio and each against bare."""
+    from bench.docker_warm import measure
+
+    samples = measure(settings, default_catalog().get(env_id), variant, repeat)
+    cold, warm = (statistics.median(samples[k]) for k in ("cold", "warm"))
+    return "\n".join([summary("docker runtime, cold", samples["cold"], bare),
+                      summary("docker runtime, warm", samples["warm"], bare),
+                      f"docker warm/cold {warm / cold:.2f}x"])
+
+
 def main() -> None:
     """Measure and print."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="tvm-0.27.0.post1-cpu")
     parser.add_argument("--variant", default="fusetir-once")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--no-docker", dest="docker", action="store_false")
     args = parser.parse_args()
     settings = Settings.from_env()
     env = default_catalog().get(args.env)
@@ -110,10 +137,13 @@ def main() -> None:
     samples: dict[str, list[float]] = {"bare": [], "local": [], "cache": []}
     try:
         service.time_job(case, env.id, args.variant)  # warm-up, and the result the hits read
+        warm_up_api(service, case, env.id, args.variant)
         for _ in range(args.repeat):
             samples["bare"].append(time_bare(python, script))
             samples["local"].append(time_local(CASE, env.id, args.variant))
-            samples["cache"].append(time_cache_hit(service, case, env.id, args.variant))
+            samples["cache"].append(statistics.median(
+                time_cache_hit(service, case, env.id, args.variant)
+                for _ in range(HITS_PER_ROUND)))
         xargs = time_xargs(python, script, BURST)
         burst = time_burst(service, case, env.id, args.variant, BURST)
     finally:
@@ -127,8 +157,11 @@ def main() -> None:
     print(summary("bare cold python", samples["bare"], bare))
     print(summary("tvmrepro run --local", samples["local"], bare))
     print(summary("cache hit, submit->answer", samples["cache"], bare))
+    print(f"cache hit, submit->answer over HTTP: median {statistics.median(samples['cache']) * 1000:.1f} ms")
     print(f"throughput, {BURST} runs at concurrency 2: service {BURST / burst:.2f} runs/s, "
           f"xargs -P2 bare {BURST / xargs:.2f} runs/s, ratio {xargs / burst:.2f}x")
+    if args.docker:
+        print(docker_line(settings, env.id, args.variant, args.repeat, bare))
 
 
 if __name__ == "__main__":
