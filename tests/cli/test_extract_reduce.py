@@ -19,6 +19,9 @@ from tests.conftest import NEW_ENV, REPO
 pytestmark = pytest.mark.tvm
 CASES = REPO / "tests" / "cases"
 BUDGET_S = "600"  # within pytest's 900 s per test; on a loaded machine: the best case so far
+# The founding case never finishes its sweeps within that (574 s measured); two minutes drop
+# FuseTIR and the unused functions already (16 lines after 60 s), which is what is checked.
+FOUNDING_BUDGET_S = "120"
 
 
 def cli_json(*args: str, home: Path) -> dict[str, Any]:
@@ -47,7 +50,7 @@ def founding_reduced(tvm_envs: dict, test_home: Path, tmp_path_factory: pytest.T
                      ) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("founding") / "reduced.json"
     found = cli_json("reduce", str(CASES / "tvm-17357" / "case.json"), "--env", NEW_ENV,
-                     "--variant", "fusetir-once", "--local", "--budget-s", BUDGET_S,
+                     "--variant", "fusetir-once", "--local", "--budget-s", FOUNDING_BUDGET_S,
                      "-o", str(out), home=test_home)
     assert json.loads(out.read_text()) == found["case"]
     return found
