@@ -111,6 +111,7 @@ function renderEnvironments() {
                   checked: previous.get(env.id) ?? env.workers > 0, onchange: updatePassNames }),
     el("code", {}, env.id),
     el("span", { class: "hint" }, env.workers ? `${env.workers} worker${env.workers > 1 ? "s" : ""}` : "no worker",
+       env.state === "building" ? ", building its image" : "",
        env.waiting ? `, ${env.waiting} waiting` : ""))) :
     el("p", { class: "hint" }, "No environment has a live worker; tick \u201cshow those without a worker\u201d."));
   updatePassNames();
