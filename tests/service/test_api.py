@@ -140,6 +140,20 @@ def test_a_job_is_stored_and_its_runs_queued_per_environment(
     assert compare.status_code == 400 and compare.get_json()["error"]["field"] == "a"
 
 
+def test_an_environment_whose_image_is_being_built_takes_jobs_and_says_so(
+        app: Flask, client: FlaskClient, founding_case: dict[str, Any]) -> None:
+    service: JobService = app.extensions["tvmrepro"]
+    service.store.heartbeat("host:1:1.00", [OLD_ENV, NEW_ENV], {NEW_ENV: "Step 6/18 : RUN pip"})
+    status, answer = post(client, job(founding_case, variants=["fusetir-twice"], wait=False))
+    assert status == 202, answer  # building counts as served: the runs wait for the image
+    views = {e["id"]: e for e in client.get("/api/v1/environments").get_json()["environments"]}
+    assert (views[NEW_ENV]["state"], views[NEW_ENV]["step"]) == ("building", "Step 6/18 : RUN pip")
+    assert (views[OLD_ENV]["state"], views[OLD_ENV]["step"]) == ("served", None)
+    assert views[NEW_ENV]["waiting"] == views[NEW_ENV]["workers"] == 1
+    assert {v["state"] for k, v in views.items() if k not in (OLD_ENV, NEW_ENV)} == {"unserved"}
+    assert client.get("/healthz").get_json()["unserved"] == []
+
+
 def test_healthz(client: FlaskClient) -> None:
     response = client.get("/healthz")
     assert response.status_code == 200
