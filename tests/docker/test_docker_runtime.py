@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import threading
+import time
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import docker
@@ -18,12 +23,18 @@ from tvmrepro.lifecycle import harness_digest
 from tvmrepro.results import Result
 from tvmrepro.settings import Settings
 from worker.runner import run_variant
-from worker.runtimes.base import SandboxJob
+from worker.runtimes.base import Limits, SandboxJob
 from worker.runtimes.docker import JOB_LABEL, RUN_LABEL, DockerRuntime
 from worker.runtimes.local import LocalRuntime
 
 pytestmark = [pytest.mark.docker, pytest.mark.tvm]
 MISSING_FUNCTION = "fused_relax_nn_attention_cutlass_gv"
+WARM_WAIT_S = 300
+# Every variable a case may see in its container: the runtime's scrubbed set, HOSTNAME (the
+# engine's own), and what the image recipes set (Config.Env). Nothing of the worker's.
+CASE_ENVIRON = {"PATH", "HOME", "LANG", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED",
+                "TVM_BACKTRACE", "TVM_NUM_THREADS", "HOSTNAME"}
+IMAGE_ENVIRON = {"PATH", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "HOME", "LANG", "TVM_BACKTRACE"}
 
 
 def run_script(runtime: DockerRuntime, env: Environment, script: str, run_id: str | None = None,
@@ -118,19 +129,29 @@ def test_timeout_still_says_where_the_run_was(docker_runtime: DockerRuntime,
 
 def test_sandbox_is_unprivileged_offline_and_scrubbed(docker_runtime: DockerRuntime,
                                                       docker_envs: dict[str, Environment],
+                                                      docker_client: docker.DockerClient,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TVMREPRO_SECRET_TOKEN", "hunter2")
+    monkeypatch.setenv("TVMREPRO_SECRET_TOKEN", "hunter2")  # in the worker's own environment
     script = ("import json, os, socket\n"
+              "init = open('/proc/1/environ', 'rb').read().split(b'\\0')\n"
               "print(json.dumps({'uid': os.getuid(), 'gid': os.getgid(), 'env': dict(os.environ),"
+              " 'init': sorted(v.decode().split('=', 1)[0] for v in init if v),"
               " 'nics': [n for _, n in socket.if_nameindex()],"
               " 'caps': [l for l in open('/proc/self/status') if l.startswith('CapEff')][0]}))\n")
     result = run_script(docker_runtime, docker_envs[NEW_ENV], script)
     assert result.status == "ok", result.log.stderr
-    seen: dict[str, Any] = __import__("json").loads(result.log.stdout)
+    seen: dict[str, Any] = json.loads(result.log.stdout)
     assert (seen["uid"], seen["gid"]) == (10001, 10001)
     assert seen["nics"] == ["lo"]
-    assert "TVMREPRO_SECRET_TOKEN" not in seen["env"]
     assert seen["caps"].split()[1] == "0000000000000000"
+    # The case's and the container's first process's environments, and the image's, each
+    # exactly the allowed names: whatever the worker has, none of it reaches the case.
+    image_env = docker_client.api.inspect_image(docker_envs[NEW_ENV].image)["Config"]["Env"]
+    image_names = {line.split("=", 1)[0] for line in image_env or []}
+    assert image_names == IMAGE_ENVIRON, image_names ^ IMAGE_ENVIRON
+    assert set(seen["env"]) == CASE_ENVIRON, set(seen["env"]) ^ CASE_ENVIRON
+    assert set(seen["init"]) == set(seen["env"])
+    assert "hunter2" not in result.log.stdout
 
 
 def test_container_carries_every_limit_and_label(docker_runtime: DockerRuntime,
@@ -159,35 +180,39 @@ def test_container_carries_every_limit_and_label(docker_runtime: DockerRuntime,
     assert sandbox_containers(docker_client) == []
 
 
-def test_cuda_environments_ask_for_the_gpu(docker_runtime: DockerRuntime,
-                                           docker_settings: Settings) -> None:
-    from tvmrepro.environments import default_catalog
-    from worker.runtimes.docker import sandbox_host_config
-
-    cuda = default_catalog().get(NEW_ENV.replace("-cpu", "-cuda"))
-    job = SandboxJob("gpu", "test", cuda, {"timeout_s": 10, "memory_mb": 1024}, "script")
-    requests = sandbox_host_config(docker_runtime.client, job, docker_settings)["DeviceRequests"]
-    assert requests == [{"Driver": "", "Count": -1, "DeviceIDs": [],
-                         "Capabilities": [["gpu"]], "Options": {}}]
-    cpu_job = SandboxJob("cpu", "test", default_catalog().get(NEW_ENV),
+def test_cuda_environments_ask_the_engine_for_the_gpu(docker_runtime: DockerRuntime,
+                                                     docker_envs: dict[str, Environment],
+                                                     docker_client: docker.DockerClient) -> None:
+    # The CPU image under a CUDA environment: the engine takes the request at creation (it is
+    # checked against the GPUs only at start), so what it received can be read back here.
+    cpu = docker_envs[NEW_ENV]
+    received = {}
+    for env in (dataclasses.replace(cpu, device="cuda"), cpu):
+        job = SandboxJob(f"gpu-{uuid.uuid4().hex}", "test", env,
                          {"timeout_s": 10, "memory_mb": 1024}, "script")
-    assert not sandbox_host_config(docker_runtime.client, cpu_job,
-                                   docker_settings).get("DeviceRequests")
+        container_id = docker_runtime._create(job)
+        try:
+            host = docker_client.api.inspect_container(container_id)["HostConfig"]
+            received[env.device] = host["DeviceRequests"]
+        finally:
+            docker_runtime._remove(container_id)
+    assert received["cuda"] == [{"Driver": "", "Count": -1, "DeviceIDs": [],
+                                 "Capabilities": [["gpu"]], "Options": {}}]
+    assert received["cpu"] in (None, [])
+    assert sandbox_containers(docker_client) == []
 
 
 def test_missing_image_is_a_runtime_fault_that_says_how_to_build(
-        docker_runtime: DockerRuntime) -> None:
-    from tvmrepro.environments import default_catalog
-
-    unbuilt = default_catalog().get("tvm-0.26.0-cpu")
-    with pytest.raises(RuntimeFault, match="tvmrepro images build tvm-0.26.0-cpu"):
+        docker_runtime: DockerRuntime, docker_envs: dict[str, Environment]) -> None:
+    # An environment whose image tag no engine has (whatever else this engine holds).
+    unbuilt = dataclasses.replace(docker_envs[NEW_ENV], id="tvm-0.0.0-cpu",
+                                  image=f"tvmrepro/tvm:never-built-{uuid.uuid4().hex}")
+    with pytest.raises(RuntimeFault, match="tvmrepro images build tvm-0.0.0-cpu"):
         run_script(docker_runtime, unbuilt, "print(1)\n")
 
 
 def test_image_with_other_pins_is_refused(docker_runtime: DockerRuntime,
                                           docker_envs: dict[str, Environment]) -> None:
-    import dataclasses
-
     # The same image, asked for by an environment that pins another TVM: stale, so refused.
     other = dataclasses.replace(docker_envs[NEW_ENV], id="tvm-9.9.9-cpu",
                                 packages={**docker_envs[NEW_ENV].packages, "apache-tvm": "9.9.9"})
@@ -208,7 +233,6 @@ def test_fingerprint_comes_from_the_image(docker_runtime: DockerRuntime,
 def test_image_with_another_harness_is_refused(docker_runtime: DockerRuntime,
                                                docker_envs: dict[str, Environment],
                                                docker_client: docker.DockerClient) -> None:
-    import dataclasses
     import io
 
     from worker.images import HARNESS_LABEL
@@ -253,28 +277,79 @@ def test_a_self_inflicted_sigkill_is_a_crash_not_oom(docker_runtime: DockerRunti
     assert (result.status, result.signal) == ("crash", "SIGKILL"), result.message
 
 
-def test_warm_containers_run_one_case_each_and_leave_nothing(
-        docker_settings: Settings, docker_envs: dict[str, Environment]) -> None:
-    """A pool of one warm container: each run takes it warm, the next sees nothing of it."""
-    import time
-
-    from worker.runtimes.base import Limits
-
-    env = docker_envs[NEW_ENV]
+@pytest.fixture(scope="module")
+def warm_docker(docker_settings: Settings,
+                docker_envs: dict[str, Environment]) -> Iterator[DockerRuntime]:
+    """A Docker runtime keeping one container of NEW_ENV warm, as a worker's does."""
     runtime = DockerRuntime(docker_settings.model_copy(update={"warm_sandboxes": 1}))
-    runtime.prewarm([env])
+    runtime.prewarm([docker_envs[NEW_ENV]])
+    yield runtime
+    runtime.close()
+
+
+def run_warm(runtime: DockerRuntime, env: Environment, script: str, **limits: int) -> Result:
+    """Run a script case in the warm container (waiting for one first); check it was warm."""
     assert runtime.pool is not None
     key = (env.id, Limits.pooled(runtime.settings))
+    deadline = time.monotonic() + WARM_WAIT_S
+    while runtime.pool.count(key) < 1:
+        assert time.monotonic() < deadline, "no warm container came up"
+        time.sleep(0.1)
+    result = run_script(runtime, env, script, **limits)
+    assert result.isolation["warm"] is True
+    return result
+
+
+def runs_left(client: docker.DockerClient) -> list[dict]:
+    """Sandbox containers of runs (the pool's waiting ones are labelled job `warm`)."""
+    return [c for c in sandbox_containers(client) if c["Labels"].get(JOB_LABEL) != "warm"]
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_script_in_a_warm_container(name: str, warm_docker: DockerRuntime,
+                                            docker_envs: dict[str, Environment],
+                                            docker_client: docker.DockerClient) -> None:
+    script, expected = HOSTILE[name]
+    env = docker_envs[NEW_ENV]
+    result = run_warm(warm_docker, env, script, timeout_s=HOSTILE_TIMEOUT_S, memory_mb=2048)
+    assert result.status == expected, (result.message, result.log.stderr[-2000:])
+    assert result.stage == "script"
+    assert runs_left(docker_client) == []
+    follow_up = run_warm(warm_docker, env, "print('still fine')\n")
+    assert (follow_up.status, follow_up.log.stdout) == ("ok", "still fine\n"), follow_up.message
+
+
+def test_what_a_run_leaves_in_a_warm_container_is_not_seen_by_the_next(
+        warm_docker: DockerRuntime, docker_envs: dict[str, Environment]) -> None:
+    env = docker_envs[NEW_ENV]
+    leave = ("import os, subprocess\n"
+             "open('/tmp/left-behind', 'w').write('x')\n"
+             "subprocess.Popen(['sleep', '1000'], start_new_session=True)\n"
+             "print(os.path.exists('/tmp/left-behind'))\n")
+    look = ("import os\n"
+            "names = [open(f'/proc/{p}/cmdline').read() for p in os.listdir('/proc') if p.isdigit()]\n"
+            "print(os.path.exists('/tmp/left-behind'), any('sleep' in n for n in names))\n")
+    first = run_warm(warm_docker, env, leave)
+    second = run_warm(warm_docker, env, look)
+    assert (first.status, first.log.stdout) == ("ok", "True\n"), first.log.stderr[-2000:]
+    assert (second.status, second.log.stdout) == ("ok", "False False\n"), second.log.stderr[-2000:]
+    assert first.isolation["image_id"] == second.isolation["image_id"]
+
+
+def test_reserved_containers_are_taken_by_the_runs_they_were_started_for(
+        docker_settings: Settings, docker_envs: dict[str, Environment],
+        docker_client: docker.DockerClient) -> None:
+    runtime = DockerRuntime(docker_settings.model_copy(update={"warm_sandboxes": 0}))
     try:
-        results = []
-        for script in ("open('/tmp/left-behind', 'w').write('x')\nprint('wrote')\n",
-                       "import os\nprint(os.path.exists('/tmp/left-behind'))\n"):
-            deadline = time.monotonic() + 300
-            while runtime.pool.count(key) < 1:
-                assert time.monotonic() < deadline, "no warm container came up"
-                time.sleep(0.2)
-            results.append(run_script(runtime, env, script))
-        assert [r.isolation["warm"] for r in results] == [True, True]
-        assert [r.log.stdout for r in results] == ["wrote\n", "False\n"]
+        for env in docker_envs.values():
+            runtime.reserve(env, timeout_s=30, memory_mb=1024)
+        assert len(runs_left(docker_client)) == 2
+        case = parse_case({"script": "print('hi')\n", "timeout_s": 30, "memory_mb": 1024})
+        runs = [run_variant(case, "script", docker_envs[env_id], runtime)
+                for env_id in (OLD_ENV, NEW_ENV, NEW_ENV)]
+        assert [r.status.value for r in runs] == ["ok", "ok", "ok"], runs[0].message
+        assert [r.isolation["warm"] for r in runs] == [True, True, False]  # none replaced
+        runtime.reserve(docker_envs[NEW_ENV], timeout_s=30, memory_mb=1024)
     finally:
         runtime.close()
+    assert runs_left(docker_client) == []  # the one no run took went with the runtime
