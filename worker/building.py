@@ -32,7 +32,6 @@ from worker.images import build_environment_image, current_image
 log = logging.getLogger(__name__)
 STEP_CHARS = 160  # a build step as shown (its Dockerfile line can be long)
 CONSUME_CHECK_S = 1.0  # how often the event loop looks for images just built
-FINGERPRINT_FIELDS = ("version", "python", "libinfo", "passes")  # as worker.process records
 
 
 class Builds:
@@ -113,14 +112,12 @@ def build_one(client: Any, settings: Settings, env: Environment, builds: Builds)
 
 
 def _record_fingerprint(settings: Settings, env: Environment) -> None:
+    from worker.process import prepare  # it starts the builds: imported here, not at the top
     from worker.runtimes.docker import DockerRuntime
 
     store = Store(settings.store_url, pooled=False)
     try:
-        facts = DockerRuntime(settings).fingerprint(env)
-        store.save_fingerprint(env.id, {k: facts.get(k) for k in FINGERPRINT_FIELDS})
-    except ReproError as exc:
-        log.warning("no fingerprint for %s (%s): its pass names go unchecked", env.id, exc)
+        prepare(DockerRuntime(settings), [env], store)
     finally:
         store.dispose()
 
