@@ -8,7 +8,10 @@ Measured side by side in one run, interleaved so that drift hits all alike:
   API and a worker already running on Redis (its keys under a prefix of this
   run's own, deleted afterwards) and SQLite;
 - embedded: the same on the embedded broker (kombu over SQLite) and SQLite.
-Each service run bypasses the cache. Prints medians and the ratio service/bare.
+Each service run bypasses the cache, and starts on a warm worker: after each run the bench
+waits until the worker's processes are idle again (the sandbox that replaces the one the run
+took has imported TVM), so no measure shares the CPU with that import. Prints medians and the
+ratio service/bare.
 
     .venv/bin/python bench/service_vs_bare.py [--repeat 7] [--env ENV] [--variant NAME]
 """
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import redis
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,6 +47,8 @@ CASE = REPO / "tests" / "cases" / "tvm-17357" / "case.json"
 BENCH_REDIS_URL = os.environ.get("TVMREPRO_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 POLL_S = 0.02
 START_TIMEOUT_S = 120.0
+SETTLE_MAX_S, SETTLE_SAMPLE_S = 30.0, 0.25
+SETTLE_IDLE_CPU_S = 0.01  # the whole worker tree over one sample: idle
 
 # Untimed: port the case's source to the environment's TVM with the harness's own rules.
 PORT = """
@@ -157,6 +163,17 @@ class Service:
         stored = datetime.fromisoformat(run["finished_at"]).timestamp()
         return {"e2e": stored - submitted, "sandbox": run["result"]["seconds"]["total"]}
 
+    def settle(self) -> None:
+        """Wait until the worker's processes (its sandboxes too) stop using the CPU."""
+        worker = psutil.Process(self.procs[1].pid)
+        deadline = time.monotonic() + SETTLE_MAX_S
+        while time.monotonic() < deadline:
+            tree = [worker, *worker.children(recursive=True)]
+            before = _cpu_seconds(tree)
+            time.sleep(SETTLE_SAMPLE_S)
+            if _cpu_seconds(tree) - before < SETTLE_IDLE_CPU_S:
+                return
+
     def stop(self) -> None:
         """Stop the API and the worker."""
         for proc in self.procs:
@@ -167,6 +184,17 @@ class Service:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def _cpu_seconds(processes: list[psutil.Process]) -> float:
+    total = 0.0
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:  # ended meanwhile
+            continue
+        total += times.user + times.system
+    return total
 
 
 def summary(label: str, seconds: list[float], bare: float) -> str:
@@ -197,8 +225,11 @@ def main() -> None:
         for service in services:  # warm-up: the first run after start pays for cold caches
             service.time_job(case, env.id, args.variant)
         for _ in range(args.repeat):
+            for service in services:
+                service.settle()
             samples["bare"].append(time_bare(env_python(settings, env), script))
             for service in services:
+                service.settle()
                 timing = service.time_job(case, env.id, args.variant)
                 samples.setdefault(service.name, []).append(timing["e2e"])
                 samples.setdefault(f"{service.name} (sandbox)", []).append(timing["sandbox"])

@@ -139,12 +139,15 @@ def main() -> None:
         service.time_job(case, env.id, args.variant)  # warm-up, and the result the hits read
         warm_up_api(service, case, env.id, args.variant)
         for _ in range(args.repeat):
+            service.settle()
             samples["bare"].append(time_bare(python, script))
             samples["local"].append(time_local(CASE, env.id, args.variant))
             samples["cache"].append(statistics.median(
                 time_cache_hit(service, case, env.id, args.variant)
                 for _ in range(HITS_PER_ROUND)))
+        service.settle()
         xargs = time_xargs(python, script, BURST)
+        service.settle()
         burst = time_burst(service, case, env.id, args.variant, BURST)
     finally:
         service.stop()
