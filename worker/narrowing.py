@@ -113,6 +113,9 @@ def run_narrowing(store: Store, runtime: Runtime, run_id: str, job_id: str, case
     job = reduce_job if options.kind == "reduce" else extract_job
     try:
         return job(store, runtime, run_id, job_id, case, env, options)
+    except OutOfBudget:  # cancelled before the reduction's first step: no case so far
+        save_answer(store, job_id, None, "cancelled before its first step")
+        raise
     except Exception as exc:
         save_answer(store, job_id, None, f"{type(exc).__name__}: {exc}")
         raise

@@ -18,6 +18,7 @@ import pytest
 
 from tests.conftest import NEW_ENV, OLD_ENV, REPO
 from tests.service.stack import Stack, dump
+from tvmrepro.narrowing_jobs import narrowing
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(900)]
 ONE_BACKEND = pytest.mark.parametrize("backend", ["redis+postgres"], indirect=True)
@@ -213,10 +214,15 @@ def test_the_page_reduces_a_failing_cell_and_shows_a_reduction(
             ("reduce", "fusetir-once", [NEW_ENV]), dump(job)
         wait_for(browser, lambda d: "passes" in d.find_element(By.ID, "narrow-summary").text,
                  "the reduction's progress", timeout=120)
-        # Cancelled: the page says it ended without a case.
+        # Cancelled: the worker stops the reduction at its next step (its budget is 900 s),
+        # storing the best case so far (or, still at its baseline, that it was cancelled).
         assert stack.http.delete(f"/api/v1/jobs/{reduce_id}").status_code == 200
-        wait_for(browser, lambda d: "Ended without a case" in
-                 d.find_element(By.ID, "narrow-summary").text, "the cancelled reduction")
+        stack._until(lambda: any(map((narrowing(stack.store, reduce_id) or {}).get,
+                                     ("result", "error"))),
+                     "the cancelled reduction to stop", timeout=120)
+        wait_for(browser, lambda d: "ancelled" in d.find_element(By.ID, "narrow-summary").text,
+                 "the cancelled reduction")
+        assert stack.http.get(f"/api/v1/jobs/{reduce_id}").json()["reduce"]["state"] == "failed"
         # A finished reduction: the sizes before and after, and the reduced module.
         done = stack.wait(stack.submit({"kind": "reduce", "case": founding_case,
                                         "environments": [NEW_ENV], "variant": "fusetir-once",

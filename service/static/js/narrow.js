@@ -19,7 +19,10 @@ function progressText(found) {
 
 function summaryText(job, found) {
   if (found.error) return `No case: ${found.error}`;
-  if (found.state === "failed") return "Ended without a case: cancelled, or its worker was lost.";
+  if (found.state === "failed") {
+    return found.case ? "Cancelled (or its worker was lost): the best case so far is below."
+      : "Ended without a case: cancelled, or its worker was lost.";
+  }
   if (job.kind === "extract") {
     if (found.state !== "done") return progressText(found);
     return `The script fails at ${found.stage}; the case ${found.reproduces ? "gives the script's signature"
