@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -239,3 +240,20 @@ def test_the_page_reduces_a_failing_cell_and_shows_a_reduction(
         assert shown == found["case"]["source"]
     finally:
         browser.quit()
+
+
+@EMBEDDED
+def test_a_reduce_job_survives_kill_9_of_the_process_reducing_it(
+        stack: Stack, founding_case: dict[str, Any]) -> None:
+    stack.start_api()
+    stack.start_worker(NEW_ENV)
+    job = stack.submit({"kind": "reduce", "case": founding_case, "environments": [NEW_ENV],
+                        "variant": "fusetir-once", "budget_s": 15})
+    run = stack.wait_running(job["id"])
+    os.kill(int(run["claimed_by"].split(":")[1]), signal.SIGKILL)  # the pool process
+    done = stack.wait(job["id"], timeout=300)
+    found = done["reduce"]
+    assert done["status"] == "done" and found["state"] == "done", dump(done)
+    assert done["runs"][0]["deliveries"] == 2  # reduced again by another process
+    assert found["after"]["lines"] <= found["before"]["lines"]
+    assert found["signature"] == done["runs"][0]["result"]["signature"]
