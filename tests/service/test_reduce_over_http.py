@@ -24,7 +24,7 @@ from tvmrepro.narrowing_jobs import narrowing
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(900)]
 ONE_BACKEND = pytest.mark.parametrize("backend", ["redis+postgres"], indirect=True)
 EMBEDDED = pytest.mark.parametrize("backend", ["embedded"], indirect=True)
-BUDGET_S = 45  # enough to drop the founding case's unused pass and functions; the test's time
+BUDGET_S = 90  # drops FuseTIR and the unused functions (60 s did here), with room for load
 CASES = REPO / "tests" / "cases"
 
 
@@ -70,7 +70,8 @@ def test_the_founding_case_reduces_over_http_and_the_reduced_case_still_fails_al
     assert job["reduce"]["oracle"] == "signature"  # the default
     done, seen = follow(stack, job["id"], "reduce", timeout=600)
     found = done["reduce"]
-    print(f"reduce job: {time.monotonic() - started:.1f} s, {found['runs']} runs")
+    print(f"reduce job: {time.monotonic() - started:.1f} s, {found['runs']} runs, "
+          f"{found['before']} -> {found['after']}, finished: {found['finished']}")
     assert done["status"] == "done" and found["state"] == "done", dump(done)
     # Progress was shown while it ran: phases, and a best case so far that only shrank.
     assert seen and {s["progress"]["phase"] for s in seen} - {"baseline"}, dump(seen)
