@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,11 +28,11 @@ from tests.docker.conftest import (  # noqa: F401  # fixtures of the private eng
     docker_settings,
     wheelhouse,
 )
-from tests.service.stack import Backend, Stack, free_port, make_home
+from tests.service.stack import Backend, Stack, make_home
+from tests.service.test_recovery import OwnRedis
 from tvmrepro.environments import Environment, default_catalog
 from worker.images import build_environment_image
 
-REDIS_START_S = 10.0
 MAX_QUEUED = 30  # the API's cap on waiting runs (the burst goes past it)
 
 
@@ -96,32 +94,16 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         Path(report).write_text(text + "\n")
 
 
-class PrivateRedis:
+class PrivateRedis(OwnRedis):
     """A redis-server of the suite's own, with an append-only file synced at every write."""
 
-    def __init__(self, root: Path) -> None:
-        self.root, self.port = root, free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        """Start it (again, on the same port and files) and wait until it answers."""
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
-             str(self.root), "--appendonly", "yes", "--appendfsync", "always", "--save", ""],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + REDIS_START_S
-        while True:
-            try:
-                if self.client().ping():
-                    return
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir)
+        self.args[self.args.index("--appendonly") + 1] = "yes"
+        self.args += ["--appendfsync", "always"]  # what it acknowledged survives a kill -9
 
     def kill(self) -> None:
-        """kill -9 it (what it had synced stays on disk)."""
+        """kill -9 it."""
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
