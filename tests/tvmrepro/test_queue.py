@@ -115,3 +115,17 @@ def test_finished_runs_leave_no_unacknowledged_message(app: Celery) -> None:
         left = [_run_of(client.hget(channel.unacked_key, tag) or b"")
                 for tag in client.zrange(channel.unacked_index_key, 0, -1)]
         assert left == [("live-run", queue_name(env))]
+
+
+def test_a_worker_runs_one_run_per_core_within_its_memory(tmp_path: Path) -> None:
+    from tvmrepro.queue import worker_concurrency
+
+    unset = Settings.from_env({"TVMREPRO_HOME": str(tmp_path)})
+    gib = 2**30
+    assert worker_concurrency(unset, cores=8, memory_bytes=64 * gib) == 8
+    assert worker_concurrency(unset, cores=8, memory_bytes=16 * gib) == 4  # 4 GiB a run
+    assert worker_concurrency(unset, cores=1, memory_bytes=64 * gib) == 2  # never one alone
+    assert worker_concurrency(unset) >= 2  # this machine
+    chosen = Settings.from_env({"TVMREPRO_HOME": str(tmp_path),
+                                "TVMREPRO_WORKER_CONCURRENCY": "1"})
+    assert worker_concurrency(chosen, cores=8, memory_bytes=64 * gib) == 1
