@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.conftest import NEW_ENV, OLD_ENV
-from tests.worker.test_warm_sandboxes import WARM_WAIT_S
+from tests.worker.test_warm_sandboxes import WARM_WAIT_S, wait_warm
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import Environment
 from tvmrepro.settings import Settings
@@ -36,12 +36,10 @@ def test_a_sandbox_idle_past_the_setting_is_stopped_and_removed(
                                                        "warm_idle_s": IDLE_S}))
     try:
         runtime.prewarm([env])
+        wait_warm(runtime, env)
         assert runtime.pool is not None
         key = (env.id, Limits.pooled(runtime.settings))
         deadline = time.monotonic() + WARM_WAIT_S
-        while runtime.pool.count(key) < 1:
-            assert time.monotonic() < deadline, "no warm sandbox came up"
-            time.sleep(0.05)
         (_, sandbox), = runtime.pool.waiting[key]
         assert sandbox.alive() and sandbox.rundir.exists()
         # The reaper looks every IDLE_S / 4: gone within a few of its rounds past IDLE_S.
@@ -86,3 +84,34 @@ def test_reserved_sandboxes_no_run_took_end_with_the_runtime(
     assert len(sandboxes) == 2 and all(s.alive() for s in sandboxes)
     runtime.close()
     assert all(not s.alive() and not s.rundir.exists() for s in sandboxes)
+
+
+def test_a_taken_sandbox_is_replaced_once_its_run_is_over(
+        settings: Settings, tvm_envs: dict[str, Environment]) -> None:
+    import threading
+
+    from tests.worker.test_warm_sandboxes import run_warm
+
+    env = tvm_envs[NEW_ENV]
+    runtime = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 1}))
+    try:
+        runtime.prewarm([env])
+        wait_warm(runtime, env)
+        assert runtime.pool is not None
+        key = (env.id, Limits.pooled(runtime.settings))
+        results = []
+        runner = threading.Thread(target=lambda: results.append(
+            run_warm(runtime, env, "import time\ntime.sleep(3)\nprint('ran')\n")))
+        runner.start()
+        deadline = time.monotonic() + WARM_WAIT_S
+        while runtime.pool.count(key) > 0:  # until the run took it
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        # While the case runs, nothing is started beside it (its CPU is its own).
+        during = (runtime.pool.count(key), runtime.pool.starting.get(key, 0), runner.is_alive())
+        runner.join()
+        assert results and results[0].log.stdout == "ran\n", results
+        assert during == (0, 0, True)
+        wait_warm(runtime, env)  # and one is there again after it
+    finally:
+        runtime.close()

@@ -243,7 +243,7 @@ class DockerRuntime:
         sandbox = self.reserved.take((job.env.id, limits))
         if sandbox is None and self.pool is not None and job.env.id in self.served \
                 and pooled.covers(limits):
-            sandbox = self.pool.take((job.env.id, pooled))
+            sandbox = self.pool.take((job.env.id, pooled), replace=False)  # refilled after
         warm = sandbox is not None
         try:
             if sandbox is None or not sandbox.alive():  # it died while waiting: costs no run
@@ -260,6 +260,8 @@ class DockerRuntime:
         finally:
             if sandbox is not None:
                 sandbox.discard()
+            if self.pool is not None and job.env.id in self.served:
+                self.pool.fill((job.env.id, pooled))  # the run's CPU was its own meanwhile
 
     def _launch(self, job: SandboxJob, self_limit_s: float | None = None) -> DockerSandbox:
         """Create and start a container whose supervisor imports TVM and waits for its case."""

@@ -290,20 +290,25 @@ class LocalRuntime:
             raise RuntimeFault(f"environment {job.env.id} is not provisioned here "
                                f"(run: tvmrepro env provision {job.env.id})")
         limits, key = Limits.of(job, self.settings), new_key()
-        for _ in range(HAND_OVER_ATTEMPTS):
-            sandbox, warm = self._sandbox_for(job.env, limits)
-            try:
-                if sandbox.wait_ready() and sandbox.hand_over(job, limits, key):
-                    execution = sandbox.finish(job, key, time.monotonic())
-                    break
-            finally:
-                sandbox.discard()
-        else:
-            raise RuntimeFault(f"the sandbox for {job.env.id} died before it took the case")
+        try:
+            execution, warm = self._hand_over(job, limits, key)
+        finally:
+            self._refill(job.env)
         execution.isolation["warm"] = warm
         execution.tvm = fingerprint_tvm(facts)
         collect_builds(self.settings, job.env, wait=False)  # builds replaced during the run
         return execution
+
+    def _hand_over(self, job: SandboxJob, limits: Limits, key: bytes) -> tuple[Execution, bool]:
+        """The run in a sandbox that took the case; whether that one was warm."""
+        for _ in range(HAND_OVER_ATTEMPTS):
+            sandbox, warm = self._sandbox_for(job.env, limits)
+            try:
+                if sandbox.wait_ready() and sandbox.hand_over(job, limits, key):
+                    return sandbox.finish(job, key, time.monotonic()), warm
+            finally:
+                sandbox.discard()
+        raise RuntimeFault(f"the sandbox for {job.env.id} died before it took the case")
 
     def _sandbox_for(self, env: Environment, limits: Limits) -> tuple[LocalSandbox, bool]:
         """A warm sandbox whose limits cover the case's, else a fresh one with the case's own."""
@@ -312,7 +317,12 @@ class LocalRuntime:
             return reserved, True
         pooled = Limits.pooled(self.settings)
         if self.pool is not None and env.id in self.served and pooled.covers(limits):
-            warm = self.pool.take((env.id, pooled))
+            warm = self.pool.take((env.id, pooled), replace=False)  # refilled after the run
             if warm is not None:
                 return warm, True
         return self.start(env, limits), False
+
+    def _refill(self, env: Environment) -> None:
+        """Start what env's pool lacks, once the run is over (its CPU is the run's meanwhile)."""
+        if self.pool is not None and env.id in self.served:
+            self.pool.fill((env.id, Limits.pooled(self.settings)))

@@ -52,8 +52,10 @@ class WarmPool(Generic[S]):
         for target in (self._reap_forever, self._start_forever):
             threading.Thread(target=target, daemon=True).start()
 
-    def take(self, key: Hashable) -> S | None:
-        """A live waiting sandbox for `key` (None when there is none); a replacement is started."""
+    def take(self, key: Hashable, replace: bool = True) -> S | None:
+        """A live waiting sandbox for `key` (None when there is none); a replacement is started
+        now, or (replace=False) when the caller calls `fill` after its run: on a machine of few
+        cores the replacement's TVM import then does not compete with the run."""
         found: S | None = None
         with self.lock:
             queue = self.waiting.get(key, [])
@@ -63,7 +65,8 @@ class WarmPool(Generic[S]):
                     found = sandbox
                 else:  # died while waiting: it costs no run
                     threading.Thread(target=sandbox.discard, daemon=True).start()
-        self.fill(key)
+        if replace:
+            self.fill(key)
         return found
 
     def fill(self, key: Hashable) -> None:
