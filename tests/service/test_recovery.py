@@ -264,6 +264,8 @@ def test_a_run_that_ends_while_redis_is_away_does_not_stall_its_worker(
 def test_api_and_workers_restart_mid_job(fake_stack: Stack,
                                          founding_case: dict[str, Any]) -> None:
     stack = fake_stack
+    # One run at a time per worker, so that runs still wait when the stop comes.
+    stack.configure(TVMREPRO_WORKER_CONCURRENCY="1")
     stack.start_api()
     for env_id in (OLD_ENV, NEW_ENV):
         stack.start_worker(env_id)
