@@ -115,3 +115,22 @@ def test_a_taken_sandbox_is_replaced_once_its_run_is_over(
         wait_warm(runtime, env)  # and one is there again after it
     finally:
         runtime.close()
+
+
+def test_a_run_that_comes_while_the_replacement_starts_waits_for_it(
+        settings: Settings, tvm_envs: dict[str, Environment]) -> None:
+    from tests.worker.test_warm_sandboxes import run_warm
+
+    env = tvm_envs[NEW_ENV]
+    runtime = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 1}))
+    try:
+        runtime.prewarm([env])
+        first = run_warm(runtime, env, "print(1)\n")
+        assert runtime.pool is not None
+        key = (env.id, Limits.pooled(runtime.settings))
+        starting = runtime.pool.starting.get(key, 0)  # the replacement, importing TVM
+        second = run_variant(parse_case({"script": "print(2)\n"}), "script", env, runtime)
+        assert starting == 1 and first.status == second.status == "ok"
+        assert second.isolation["warm"] is True  # it took that one: TVM imported once
+    finally:
+        runtime.close()

@@ -47,24 +47,31 @@ class WarmPool(Generic[S]):
         self.waiting: dict[Hashable, list[tuple[float, S]]] = {}
         self.starting: dict[Hashable, int] = {}
         self.lock = threading.Lock()
+        self.arrived = threading.Condition(self.lock)  # a started sandbox joined `waiting`
         self.closed = False
         self.requests: queue.Queue[Hashable] = queue.Queue()
         for target in (self._reap_forever, self._start_forever):
             threading.Thread(target=target, daemon=True).start()
 
     def take(self, key: Hashable, replace: bool = True) -> S | None:
-        """A live waiting sandbox for `key` (None when there is none); a replacement is started
-        now, or (replace=False) when the caller calls `fill` after its run: on a machine of few
-        cores the replacement's TVM import then does not compete with the run."""
+        """A live waiting sandbox for `key`, else the one being started, once ready (None when
+        none waits or starts). A replacement is started now, or (replace=False) when the caller
+        calls `fill` after its run: on few cores its TVM import then does not compete with the
+        run, and a run that comes meanwhile waits for it rather than import TVM a second time."""
         found: S | None = None
         with self.lock:
-            queue = self.waiting.get(key, [])
-            while queue and found is None:
-                _, sandbox = queue.pop(0)
-                if sandbox.alive():
-                    found = sandbox
-                else:  # died while waiting: it costs no run
-                    threading.Thread(target=sandbox.discard, daemon=True).start()
+            while True:
+                queue = self.waiting.get(key, [])
+                while queue and found is None:
+                    _, sandbox = queue.pop(0)
+                    if sandbox.alive():
+                        found = sandbox
+                    else:  # died while waiting: it costs no run
+                        threading.Thread(target=sandbox.discard, daemon=True).start()
+                if found is not None or self.closed or not self.starting.get(key, 0):
+                    break
+                # One is being started: it is further on than a cold start would be.
+                self.arrived.wait()
         if replace:
             self.fill(key)
         return found
@@ -94,6 +101,7 @@ class WarmPool(Generic[S]):
             if sandbox is not None and not self.closed:
                 self.waiting.setdefault(key, []).append((time.monotonic(), sandbox))
                 sandbox = None
+            self.arrived.notify_all()
         if sandbox is not None:
             sandbox.discard()
 
@@ -127,6 +135,7 @@ class WarmPool(Generic[S]):
             self.closed = True
             gone = [s for queue in self.waiting.values() for _, s in queue]
             self.waiting.clear()
+            self.arrived.notify_all()
         for sandbox in gone:
             sandbox.discard()
 
