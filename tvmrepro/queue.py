@@ -17,8 +17,10 @@ runs that may last half an hour never stand in front of a short one.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -47,6 +49,40 @@ PUBLISH_RETRY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.5, "i
 
 
 class _EmbeddedChannel(sqla_transport.Channel):
+    """kombu's SQL channel, its one SQLAlchemy session used by one thread at a time.
+
+    The session is not thread safe, and a worker uses it from two threads: its consumer
+    polls (a get) while the pool's result thread hands a lost process's message back (a
+    put); interleaved, the poll found the session 'prepared' and the worker stopped
+    taking messages. A failed call rolls the session back, so the next one can use it.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._session_lock = threading.RLock()
+        super().__init__(*args, **kwargs)
+
+    def _locked(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        with self._session_lock:
+            try:
+                return method(*args, **kwargs)
+            except Exception:
+                with contextlib.suppress(Exception):
+                    self.session.rollback()
+                raise
+
+    # kombu's SQL channel widens the abstract signature: its own is the one overridden.
+    def _put(self, queue: Any, payload: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        return self._locked(super()._put, queue, payload, **kwargs)
+
+    def _get(self, queue: str) -> Any:  # type: ignore[override]  # (as the SQL channel's own)
+        return self._locked(super()._get, queue)
+
+    def _purge(self, queue: str) -> Any:
+        return self._locked(super()._purge, queue)
+
+    def _size(self, queue: str) -> Any:
+        return self._locked(super()._size, queue)
+
     def _get_or_create(self, queue: str) -> Any:
         # kombu looks for the queue's row, then inserts it: two processes (the API
         # publishing, a worker declaring) can both insert, and the second one fails.
