@@ -98,6 +98,11 @@ def measure(settings: Settings, env: Environment, variant: str, repeat: int) -> 
                 samples["cold"].append(time_run(cold, env, variant, False))
                 samples["warm"].append(time_run(warm, env, variant, True))
         finally:
+            # The last run's replacement is let finish first: the engine stops right after.
+            deadline = time.monotonic() + WARM_WAIT_S
+            while warm.pool is not None and any(warm.pool.starting.values()) \
+                    and time.monotonic() < deadline:
+                time.sleep(0.1)
             warm.close()
     return samples
 
