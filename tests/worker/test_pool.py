@@ -6,6 +6,7 @@ test_warm_sandboxes.py; the hostile scripts against warm sandboxes in test_local
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
@@ -14,10 +15,12 @@ from tests.conftest import NEW_ENV, OLD_ENV
 from tests.worker.test_warm_sandboxes import WARM_WAIT_S, wait_warm
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import Environment
+from tvmrepro.errors import RuntimeFault
 from tvmrepro.settings import Settings
 from worker.runner import run_variant
 from worker.runtimes.base import Limits
 from worker.runtimes.local import LocalRuntime
+from worker.runtimes.pool import WarmPool
 
 pytestmark = pytest.mark.tvm
 IDLE_S = 2.0
@@ -134,3 +137,39 @@ def test_a_run_that_comes_while_the_replacement_starts_waits_for_it(
         assert second.isolation["warm"] is True  # it took that one: TVM imported once
     finally:
         runtime.close()
+
+
+class _FakeSandbox:
+    """Never started: the start functions below fail before one exists."""
+
+    def alive(self) -> bool:
+        return False
+
+    def discard(self) -> None:
+        pass
+
+
+def _failing_start(fault: Exception):  # type: ignore[no-untyped-def]
+    def start(key: object) -> _FakeSandbox:
+        raise fault
+    return start
+
+
+@pytest.mark.parametrize(("fault", "traceback_logged"), [
+    (RuntimeFault("image tvmrepro/x is not on the engine; build it with: tvmrepro images build x"),
+     False),
+    (ValueError("an unexpected fault"), True)])
+def test_a_known_start_fault_logs_one_line_an_unexpected_one_its_traceback(
+        caplog: pytest.LogCaptureFixture, fault: Exception, traceback_logged: bool) -> None:
+    pool: WarmPool[_FakeSandbox] = WarmPool(_failing_start(fault), size=1, idle_s=60.0)
+    key = ("tvm-x-cpu", "limits")
+    try:
+        with caplog.at_level(logging.WARNING, logger="worker.runtimes.pool"):
+            pool.fill(key)
+            assert pool.take(key, replace=False) is None  # waits for the start to end
+        (record,) = [r for r in caplog.records if r.name == "worker.runtimes.pool"]
+        assert (record.exc_info is not None) is traceback_logged
+        assert str(fault) in record.getMessage() or traceback_logged
+        assert "tvm-x-cpu" in record.getMessage()
+    finally:
+        pool.close()

@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Generic, Protocol, TypeVar
 
+from tvmrepro.errors import RuntimeFault
+
 log = logging.getLogger(__name__)
 
 
@@ -37,6 +39,11 @@ class WaitingSandbox(Protocol):
 
 
 S = TypeVar("S", bound=WaitingSandbox)
+
+
+def _env_of(key: Hashable) -> object:
+    """The environment of a pool key (environment, limits), for a log line."""
+    return key[0] if isinstance(key, tuple) and key else key
 
 
 class WarmPool(Generic[S]):
@@ -94,6 +101,8 @@ class WarmPool(Generic[S]):
         sandbox: S | None = None
         try:
             sandbox = self.start(key)
+        except RuntimeFault as exc:  # a known cause (an image still being built): one line
+            log.warning("no warm sandbox for %s yet: %s", _env_of(key), exc)
         except Exception:  # the next take starts a cold one and reports the fault with the run
             log.exception("could not start a warm sandbox for %s", key)
         with self.lock:
