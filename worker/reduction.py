@@ -142,10 +142,19 @@ class Reducer:
             for start in range(0, len(configs), width):
                 self._check_budget()
                 batch = configs[start:start + width]
+                self._reserve(batch)
                 verdicts = list(pool.map(lambda c: self.holds(*c), batch))
                 if any(verdicts):
                     return start + verdicts.index(True)
         return None
+
+    def _reserve(self, batch: list[tuple[str, list[Any]]]) -> None:
+        """Start the sandboxes of the batch's runs at once, from this (long-lived) thread: their
+        TVM imports overlap (runs judged before need none)."""
+        reserve = getattr(self.runtime, "reserve", None)
+        count = len({(source, repr(passes)) for source, passes in batch} - set(self.memo))
+        if reserve is not None and count:
+            reserve(self.options.env, self.case.timeout_s, self.case.memory_mb, count=count)
 
     def _check_budget(self) -> None:
         if time.monotonic() > self.deadline:
