@@ -29,7 +29,7 @@ from tvmrepro.environments import default_catalog
 from tvmrepro.lifecycle import Action, Claim
 from tvmrepro.liveness import claimer_gone, process_token
 from tvmrepro.narrowing_jobs import narrowing
-from tvmrepro.queue import RUN_TASK
+from tvmrepro.queue import RUN_TASK, worker_concurrency
 from tvmrepro.results import Result, Status
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store
@@ -75,7 +75,8 @@ def _make_context(app: Celery) -> WorkerContext:
         served = app.conf.get("tvmrepro_environments") or []
         if prewarm is not None and served:
             catalog = default_catalog()
-            prewarm([catalog.get(env_id) for env_id in served])
+            processes = int(app.conf.get("worker_concurrency") or worker_concurrency(settings))
+            prewarm([catalog.get(env_id) for env_id in served], processes)
     return _context
 
 

@@ -54,7 +54,7 @@ from worker.runtimes.base import (
 )
 from worker.runtimes.docker_io import ChunkReader, OutputReader
 from worker.runtimes.local import sandbox_environ
-from worker.runtimes.pool import Reserved, WarmPool
+from worker.runtimes.pool import Reserved, WarmPool, warm_at_start
 
 RUN_LABEL, JOB_LABEL = "tvmrepro.run", "tvmrepro.job"
 OWNER_LABEL, DEADLINE_LABEL = "tvmrepro.owner", "tvmrepro.deadline"
@@ -237,6 +237,11 @@ class DockerRuntime:
 
     def execute(self, job: SandboxJob) -> Execution:
         """Run the harness for this job in a (warm, else new) container and collect the run."""
+        # While it runs (and shortly after) the pool's replacements wait: their CPU is its.
+        with self.pool.running() if self.pool is not None else contextlib.nullcontext():
+            return self._execute(job)
+
+    def _execute(self, job: SandboxJob) -> Execution:
         image_id = self.image_id(job.env)
         limits = Limits.of(job, self.settings)
         pooled = Limits.pooled(self.settings)
@@ -277,18 +282,17 @@ class DockerRuntime:
             raise
         return DockerSandbox(self, container_id, output)
 
-    def prewarm(self, envs: list[Environment]) -> None:
+    def prewarm(self, envs: list[Environment], processes: int = 1) -> None:
         """Keep `warm_sandboxes` containers waiting per environment (see the local runtime)."""
-        from worker.runtimes.local import PREWARM_AT_START
-
         if self.settings.warm_sandboxes <= 0:
             return
         if self.pool is None:
             self.pool = WarmPool(self._start_pooled, self.settings.warm_sandboxes,
                                  self.settings.warm_idle_s)
+        at_start = warm_at_start(len(envs), processes)
         for env in envs:
             self.served[env.id] = env
-            if len(envs) <= PREWARM_AT_START:
+            if at_start:
                 self.pool.fill((env.id, Limits.pooled(self.settings)))
 
     def reserve(self, env: Environment, timeout_s: int, memory_mb: int, count: int = 1) -> None:

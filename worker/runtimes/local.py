@@ -44,15 +44,12 @@ from worker.runtimes.base import (
     new_key,
     rlimit_setter,
 )
-from worker.runtimes.pool import Reserved, WarmPool
+from worker.runtimes.pool import Reserved, WarmPool, warm_at_start
 from worker.runtimes.sandbox import LocalSandbox, args_fd, seccomp_fd, with_workdir_tmpfs
 
 SANDBOX_UID_RANGE = (200_000, 260_000)  # fresh uid per run: RLIMIT_NPROC counts per uid
 # Inside the sandbox: where the environment, the harness and the work dir appear.
 ENV_MOUNT, HARNESS_MOUNT, WORK_MOUNT = "/mnt/env", "/mnt/harness", "/mnt/work"
-# A worker serving more environments than this warms each one on its first run, not at start
-# (ten releases' sandboxes at once would hold gigabytes before anything is asked of them).
-PREWARM_AT_START = 2
 HAND_OVER_ATTEMPTS = 3  # sandboxes that died before taking the case cost no run
 # The sandbox's root: these beside /usr, and from /etc what the loader and libc read.
 ROOT_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -203,19 +200,21 @@ class LocalRuntime:
         """env's fingerprint, provisioning it here first if it is missing or stale."""
         return provision(self.settings, env)
 
-    def prewarm(self, envs: list[Environment]) -> None:
-        """Keep `warm_sandboxes` sandboxes waiting for each of `envs`: from now on for a few,
-        else from each one's first run."""
+    def prewarm(self, envs: list[Environment], processes: int = 1) -> None:
+        """Keep `warm_sandboxes` sandboxes waiting for each of `envs`: from now on if those of
+        the worker's `processes` fit in memory (pool.warm_at_start), else from each one's first
+        run."""
         if self.settings.warm_sandboxes <= 0:
             return
         if self.pool is None:
             self.pool = WarmPool(self._start_pooled, self.settings.warm_sandboxes,
                                  self.settings.warm_idle_s)
         pooled = Limits.pooled(self.settings)
+        at_start = warm_at_start(len(envs), processes)
         for env in envs:
             if read_fingerprint(self.settings, env) is not None:
                 self.served[env.id] = env
-                if len(envs) <= PREWARM_AT_START:
+                if at_start:
                     self.pool.fill((env.id, pooled))
 
     def reserve(self, env: Environment, timeout_s: int, memory_mb: int, count: int = 1) -> None:
@@ -285,6 +284,11 @@ class LocalRuntime:
 
     def execute(self, job: SandboxJob) -> Execution:
         """Run the harness for this job in a (warm, else fresh) sandbox and collect the run."""
+        # While it runs (and shortly after) the pool's replacements wait: their CPU is its.
+        with self.pool.running() if self.pool is not None else contextlib.nullcontext():
+            return self._execute(job)
+
+    def _execute(self, job: SandboxJob) -> Execution:
         facts = read_fingerprint(self.settings, job.env)
         if facts is None:
             raise RuntimeFault(f"environment {job.env.id} is not provisioned here "

@@ -8,22 +8,25 @@ handed out; one that waited longer than `idle_s` is stopped by the reaper.
 Both runtimes use it: the local runtime's sandbox is a bubblewrap process,
 Docker's a container. Sandboxes are started one at a time by one long-lived
 thread: a local sandbox dies with the thread that started it (bubblewrap's
---die-with-parent is the parent *thread*'s death signal).
+--die-with-parent is the parent *thread*'s death signal). A replacement waits
+until no run of this process has been going for QUIET_S: on few cores its TVM
+import would take the CPU of the runs that follow (a bisection's next probes),
+unless a run needs that very sandbox, which then starts at once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import queue
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from typing import Generic, Protocol, TypeVar
 
 from tvmrepro.errors import RuntimeFault
 
 log = logging.getLogger(__name__)
+QUIET_S = 0.5  # between runs of one process less than this: a replacement waits for the end
 
 
 class WaitingSandbox(Protocol):
@@ -39,6 +42,25 @@ class WaitingSandbox(Protocol):
 
 
 S = TypeVar("S", bound=WaitingSandbox)
+# A worker warms every environment it serves when its processes start if all those sandboxes fit
+# in this share of the memory available; else each environment from its first run on.
+WARM_AT_START_SHARE = 0.5
+WARM_SANDBOX_MIB = 180  # resident memory of one idle local sandbox, measured (about 120 PSS)
+ALWAYS_AT_START = 2  # environments a worker warms at start whatever the memory
+
+
+def warm_at_start(environments: int, processes: int) -> bool:
+    """Whether a worker of `processes` pool processes, each keeping one sandbox per served
+    environment, warms them all when it starts (else from each environment's first run)."""
+    if environments <= ALWAYS_AT_START:
+        return True
+    try:
+        with open("/proc/meminfo") as meminfo:
+            fields = dict(line.split(":", 1) for line in meminfo)
+        available_mib = int(fields["MemAvailable"].split()[0]) / 1024
+    except (OSError, KeyError, ValueError):
+        return False
+    return processes * environments * WARM_SANDBOX_MIB <= WARM_AT_START_SHARE * available_mib
 
 
 def _env_of(key: Hashable) -> object:
@@ -55,8 +77,11 @@ class WarmPool(Generic[S]):
         self.starting: dict[Hashable, int] = {}
         self.lock = threading.Lock()
         self.arrived = threading.Condition(self.lock)  # a started sandbox joined `waiting`
+        self.changed = threading.Condition(self.lock)  # requests, runs or wants changed
         self.closed = False
-        self.requests: queue.Queue[Hashable] = queue.Queue()
+        self.requests: list[Hashable] = []  # sandboxes to start, oldest first
+        self.wanted: dict[Hashable, int] = {}  # runs waiting for a requested sandbox
+        self.active, self.last_run_end = 0, 0.0
         for target in (self._reap_forever, self._start_forever):
             threading.Thread(target=target, daemon=True).start()
 
@@ -77,8 +102,12 @@ class WarmPool(Generic[S]):
                         threading.Thread(target=sandbox.discard, daemon=True).start()
                 if found is not None or self.closed or not self.starting.get(key, 0):
                     break
-                # One is being started: it is further on than a cold start would be.
+                # One is requested or being started: it is further on than a cold start would
+                # be, and the starter takes a wanted one before any other.
+                self.wanted[key] = self.wanted.get(key, 0) + 1
+                self.changed.notify_all()
                 self.arrived.wait()
+                self.wanted[key] -= 1
         if replace:
             self.fill(key)
         return found
@@ -90,12 +119,39 @@ class WarmPool(Generic[S]):
             if self.closed or missing <= 0:
                 return
             self.starting[key] = self.starting.get(key, 0) + missing
-        for _ in range(missing):
-            self.requests.put(key)
+            self.requests += [key] * missing
+            self.changed.notify_all()
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """Around a run of this process: replacements wait until runs stop coming."""
+        with self.lock:
+            self.active += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.active -= 1
+                self.last_run_end = time.monotonic()
+                self.changed.notify_all()
+
+    def _next_request(self) -> Hashable | None:
+        """The next key to start: one a run waits for, else the oldest once runs are quiet."""
+        with self.lock:
+            while not self.closed:
+                wanted = [k for k in self.requests if self.wanted.get(k, 0) > 0]
+                quiet_for = time.monotonic() - self.last_run_end
+                if wanted or (self.requests and not self.active and quiet_for >= QUIET_S):
+                    key = (wanted or self.requests)[0]
+                    self.requests.remove(key)
+                    return key
+                waiting = self.requests and not self.active
+                self.changed.wait(timeout=QUIET_S - quiet_for if waiting else None)
+        return None
 
     def _start_forever(self) -> None:
-        while not self.closed:
-            self._start_one(self.requests.get())
+        while (key := self._next_request()) is not None:
+            self._start_one(key)
 
     def _start_one(self, key: Hashable) -> None:
         sandbox: S | None = None
@@ -145,6 +201,7 @@ class WarmPool(Generic[S]):
             gone = [s for queue in self.waiting.values() for _, s in queue]
             self.waiting.clear()
             self.arrived.notify_all()
+            self.changed.notify_all()
         for sandbox in gone:
             sandbox.discard()
 
