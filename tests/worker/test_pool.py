@@ -20,7 +20,7 @@ from tvmrepro.settings import Settings
 from worker.runner import run_variant
 from worker.runtimes.base import Limits
 from worker.runtimes.local import LocalRuntime
-from worker.runtimes.pool import WarmPool
+from worker.runtimes.pool import QUIET_S, WarmPool
 
 pytestmark = pytest.mark.tvm
 IDLE_S = 2.0
@@ -171,5 +171,38 @@ def test_a_known_start_fault_logs_one_line_an_unexpected_one_its_traceback(
         assert (record.exc_info is not None) is traceback_logged
         assert str(fault) in record.getMessage() or traceback_logged
         assert "tvm-x-cpu" in record.getMessage()
+    finally:
+        pool.close()
+
+
+class _StartedSandbox:
+    """What a start function without a sandbox behind it hands the pool (the pool's own
+    scheduling is under test, not a sandbox)."""
+
+    def alive(self) -> bool:
+        return True
+
+    def discard(self) -> None:
+        pass
+
+
+def test_a_replacement_waits_for_runs_to_stop_unless_a_run_needs_it() -> None:
+    started: list[object] = []
+    pool: WarmPool[_StartedSandbox] = WarmPool(
+        lambda key: started.append(key) or _StartedSandbox(), size=1, idle_s=60.0)
+    try:
+        with pool.running():  # a run of this process: another environment's refill waits
+            pool.fill("other-env")
+            time.sleep(3 * QUIET_S)
+            assert started == []
+            # A run that needs a requested sandbox has it started at once, runs or not.
+            pool.fill("needed-env")
+            assert pool.take("needed-env", replace=False) is not None
+            assert started == ["needed-env"]
+        deadline = time.monotonic() + 10 * QUIET_S
+        while pool.count("other-env") == 0:  # started once runs were quiet
+            assert time.monotonic() < deadline, "the replacement never started"
+            time.sleep(0.05)
+        assert started == ["needed-env", "other-env"]
     finally:
         pool.close()
