@@ -37,6 +37,7 @@ bench: setup
 	.venv/bin/python bench/warm_ratios.py
 	.venv/bin/python bench/cache_hit.py
 	.venv/bin/python bench/bisect_vs_bare.py
+	.venv/bin/python bench/bisect_service.py
 
 # Pin the dependencies again, each to its newest allowed version (one package only:
 # --upgrade-package NAME instead of --upgrade): requirements.lock for the service (its image),

@@ -113,7 +113,8 @@ class Service:
     """An API and one worker, started here and stopped at the end."""
 
     def __init__(self, name: str, envs_dir: Path, env_id: str, redis_url: str | None,
-                 redis_prefix: str = "", concurrency: int = 1) -> None:
+                 redis_prefix: str = "", concurrency: int = 1,
+                 more_envs: tuple[str, ...] = ()) -> None:
         self.name = name
         self.home = Path(tempfile.mkdtemp(prefix=f"tvmrepro-bench-{name}-"))
         (self.home / "envs").symlink_to(envs_dir)
@@ -127,8 +128,9 @@ class Service:
         if redis_url:
             self.environ["REDIS_URL"] = redis_url
             self.environ["TVMREPRO_REDIS_PREFIX"] = redis_prefix
+        served = [arg for env in (env_id, *more_envs) for arg in ("--env", env)]
         self.procs = [self._spawn("api", "serve", "--port", str(self.port)),
-                      self._spawn("worker", "worker", "--env", env_id, "--loglevel", "WARNING",
+                      self._spawn("worker", "worker", *served, "--loglevel", "WARNING",
                                   "--concurrency", str(concurrency))]
         self.http = httpx.Client(base_url=self.url, timeout=30.0)
         self._wait_ready(env_id)
