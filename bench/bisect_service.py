@@ -21,7 +21,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from datetime import datetime
@@ -34,18 +33,15 @@ import redis
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.bisect_vs_bare import cpu_bench  # noqa: E402
 from bench.service_vs_bare import (  # noqa: E402
     BENCH_REDIS_URL,
-    CASE,
     POLL_S,
     Service,
-    bare_script,
     summary,
     time_bare,
 )
-from tvmrepro.environments import default_catalog  # noqa: E402
-from tvmrepro.settings import Settings  # noqa: E402
-from worker.provision import env_python, provision  # noqa: E402
+from worker.provision import env_python  # noqa: E402
 
 WARM_UP_MAX = 6  # bisections at most before every probe of one is warm
 WARM_WAIT_S = 600.0  # for every pool process to have a sandbox per environment
@@ -121,17 +117,8 @@ def warm_up(service: Service, case: dict[str, Any], envs: list[str], variant: st
 
 def main() -> None:
     """Measure and print."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--variant", default="fusetir-once")
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-    settings = Settings.from_env()
-    envs = default_catalog().select(None, device="cpu")
-    for env in envs:
-        provision(settings, env)
+    args, settings, envs, case, script = cpu_bench(__doc__ or "")
     newest, ids = envs[-1], [env.id for env in envs]
-    case = json.loads(CASE.read_text())
-    script = bare_script(settings, newest.id, case, args.variant, Path(tempfile.mkdtemp()))
     prefix = f"tvmrepro-bench-{uuid.uuid4().hex[:12]}:"  # a shared Redis is never flushed
     concurrency = max(2, os.cpu_count() or 1)  # the worker's default
     service = Service("bisect", settings.envs_dir, ids[0], BENCH_REDIS_URL, prefix,

@@ -25,12 +25,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.service_vs_bare import CASE, bare_script, summary, time_bare  # noqa: E402
-from tvmrepro.environments import default_catalog  # noqa: E402
+from tvmrepro.environments import Environment, default_catalog  # noqa: E402
 from tvmrepro.settings import Settings  # noqa: E402
 from worker.provision import env_python, provision  # noqa: E402
 
@@ -56,9 +57,11 @@ def time_bisect(variant: str, envs: list[str]) -> tuple[float, dict[str, object]
     return elapsed, json.loads(proc.stdout)
 
 
-def main() -> None:
-    """Measure and print."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def cpu_bench(doc: str) -> tuple[argparse.Namespace, Settings, list[Environment], dict[str, Any],
+                                  Path]:
+    """The arguments, settings, every CPU environment (provisioned), the case and the bare
+    script of it for the newest: what a bisection bench measures against."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--variant", default="fusetir-once")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
@@ -66,9 +69,15 @@ def main() -> None:
     envs = default_catalog().select(None, device="cpu")
     for env in envs:
         provision(settings, env)
-    newest = envs[-1]
     case = json.loads(CASE.read_text())
-    script = bare_script(settings, newest.id, case, args.variant, Path(tempfile.mkdtemp()))
+    script = bare_script(settings, envs[-1].id, case, args.variant, Path(tempfile.mkdtemp()))
+    return args, settings, envs, case, script
+
+
+def main() -> None:
+    """Measure and print."""
+    args, settings, envs, _case, script = cpu_bench(__doc__ or "")
+    newest = envs[-1]
     samples: dict[str, list[float]] = {"bare": [], "bisect": [], "bare_cpu": []}
     verdicts = set()
     for _ in range(args.repeat):
