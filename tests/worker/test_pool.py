@@ -20,7 +20,7 @@ from tvmrepro.settings import Settings
 from worker.runner import run_variant
 from worker.runtimes.base import Limits
 from worker.runtimes.local import LocalRuntime
-from worker.runtimes.pool import QUIET_S, WarmPool
+from worker.runtimes.pool import QUIET_S, WarmPool, warm_at_start
 
 pytestmark = pytest.mark.tvm
 IDLE_S = 2.0
@@ -206,3 +206,8 @@ def test_a_replacement_waits_for_runs_to_stop_unless_a_run_needs_it() -> None:
         assert started == ["needed-env", "other-env"]
     finally:
         pool.close()
+
+
+def test_a_worker_warms_its_environments_at_start_only_when_they_fit() -> None:
+    assert warm_at_start(environments=2, processes=10**6)  # a few: always
+    assert not warm_at_start(environments=10, processes=10**6)  # far past any host's memory
