@@ -9,7 +9,8 @@ refuses (anything but the store being away) is replaced at once by that run's
 infra_error naming the reason, not redelivered.
 
 Each worker process keeps warm sandboxes for the environments its worker serves
-(`prewarm`, from the moment the process starts).
+(`prewarm`: from the moment the process starts when they fit in memory, see
+pool.warm_at_start; else each from its first run).
 """
 
 from __future__ import annotations
