@@ -75,22 +75,22 @@ class Sweeper:
         first_seen = self.gone_since.setdefault(f"{row.id}/{row.claimed_by}", now)
         return first_seen < now - HANDBACK_S
 
-    def lost_runs(self) -> list[tuple[str, str]]:
-        """(run id, environment) of every run to publish again."""
+    def lost_runs(self) -> list[RunRow]:
+        """Every run to publish again."""
         now = time.time()
         rows = self.store.unfinished(self.environments)
         claims = {f"{r.id}/{r.claimed_by}" for r in rows if r.state == RunState.RUNNING}
         self.gone_since = {k: v for k, v in self.gone_since.items() if k in claims}
         waiting_envs = {r.environment for r in rows if r.state == RunState.QUEUED}
         empty = {env for env in waiting_envs if queue_length(self.app, env) == 0}
-        lost: list[tuple[str, str]] = []
+        lost: list[RunRow] = []
         unqueued: set[str] = set()
         for row in rows:
             waiting, running = row.state == RunState.QUEUED, row.state == RunState.RUNNING
             if ((waiting and self._waiting_lost(row, empty, now, unqueued))
                     or (running and self._running_lost(row, now))):
-                lost.append((row.id, row.environment))
-        self.unqueued = unqueued - {run_id for run_id, _ in lost}
+                lost.append(row)
+        self.unqueued = unqueued - {row.id for row in lost}
         return lost
 
     def tick(self) -> None:
@@ -100,12 +100,12 @@ class Sweeper:
             self.store.heartbeat(self.worker_id, self.environments,
                                  builds.steps() if builds is not None else None)
             lost = self.lost_runs()
-            for run_id, env_id in lost:
-                publish_run(self.app, run_id, env_id)
-            self.store.mark_published([run_id for run_id, _ in lost], time.time())
+            for row in lost:  # in the lane of its time limit, as when it was submitted
+                publish_run(self.app, row.id, row.environment, row.timeout_s)
+            self.store.mark_published([row.id for row in lost], time.time())
             if lost:
                 log.warning("published %d lost runs again: %s", len(lost),
-                            ", ".join(run_id for run_id, _ in lost))
+                            ", ".join(row.id for row in lost))
             # Messages a dead worker (or a lost acknowledgement) left unacknowledged.
             drop_finished_unacked(self.app, {q for e in self.environments for q in queue_names(e)},
                                   lambda: {r.id for r in self.store.unfinished(self.environments)})

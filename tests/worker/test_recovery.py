@@ -20,7 +20,7 @@ from service.jobs import JobService
 from tvmrepro import schema
 from tvmrepro.environments import default_catalog
 from tvmrepro.liveness import process_token
-from tvmrepro.queue import queue_length, queue_name
+from tvmrepro.queue import SHORT_RUN_S, queue_length, queue_name
 from tvmrepro.settings import Settings
 from worker.recovery import HANDBACK_S, SETTLE_S, Sweeper
 from worker.runtimes.fake import FakeRuntime
@@ -51,12 +51,17 @@ def sweeper(service: JobService) -> Iterator[Sweeper]:
     made.store.dispose()
 
 
-def submit(service: JobService) -> str:
+def submit(service: JobService, timeout_s: int = TIMEOUT_S) -> str:
     """A one-run job, stored and published; its run id."""
     job = service.submit({"case": {"source": "x = 1\n", "variants": [
-        {"name": "v", "passes": ["FuseTIR"]}], "timeout_s": TIMEOUT_S}, "environments": [ENV],
+        {"name": "v", "passes": ["FuseTIR"]}], "timeout_s": timeout_s}, "environments": [ENV],
         "wait": True})
     return job.runs[0].id
+
+
+def lost(sweeper: Sweeper) -> list[tuple[str, str]]:
+    """(run id, environment) of the runs one sweep would publish again."""
+    return [(row.id, row.environment) for row in sweeper.lost_runs()]
 
 
 def lose_messages(service: JobService) -> None:
@@ -82,11 +87,11 @@ def test_a_waiting_run_is_lost_only_when_two_sweeps_find_its_queue_empty(
         service: JobService, sweeper: Sweeper) -> None:
     run_id = submit(service)
     set_row(service, run_id, published_at=time.time() - SETTLE_S - 1)
-    assert sweeper.lost_runs() == []  # its message is there
+    assert lost(sweeper) == []  # its message is there
     lose_messages(service)
-    assert sweeper.lost_runs() == []  # one empty look may fall between delivery and claim
-    assert sweeper.lost_runs() == [(run_id, ENV)]
-    assert sweeper.lost_runs() == []  # reported (tick publishes it): the count starts afresh
+    assert lost(sweeper) == []  # one empty look may fall between delivery and claim
+    assert lost(sweeper) == [(run_id, ENV)]
+    assert lost(sweeper) == []  # reported (tick publishes it): the count starts afresh
 
 
 def test_an_empty_queue_seen_once_then_filled_again_loses_nothing(
@@ -94,36 +99,36 @@ def test_an_empty_queue_seen_once_then_filled_again_loses_nothing(
     run_id = submit(service)
     set_row(service, run_id, published_at=time.time() - SETTLE_S - 1)
     lose_messages(service)
-    assert sweeper.lost_runs() == []
+    assert lost(sweeper) == []
     submit(service)  # the queue has a message again
-    assert sweeper.lost_runs() == []
+    assert lost(sweeper) == []
 
 
 def test_a_message_younger_than_the_settle_time_is_not_missing(
         service: JobService, sweeper: Sweeper) -> None:
     submit(service)
     lose_messages(service)
-    assert sweeper.lost_runs() == sweeper.lost_runs() == []
+    assert lost(sweeper) == lost(sweeper) == []
 
 
 def test_a_run_waiting_past_requeue_after_is_published_again_even_with_a_queue(
         service: JobService, sweeper: Sweeper) -> None:
     run_id = submit(service)
     set_row(service, run_id, published_at=time.time() - REQUEUE_AFTER_S + 5)
-    assert sweeper.lost_runs() == []
+    assert lost(sweeper) == []
     set_row(service, run_id, published_at=time.time() - REQUEUE_AFTER_S - 1)
     assert queue_length(service.celery, ENV) == 1
-    assert sweeper.lost_runs() == [(run_id, ENV)]
+    assert lost(sweeper) == [(run_id, ENV)]
 
 
 def test_a_claimer_on_a_lost_host_is_given_up_after_the_time_limit_and_grace(
         service: JobService, sweeper: Sweeper) -> None:
     run_id = submit(service)
     claimed(service, run_id, OTHER_HOST, ago_s=TIMEOUT_S + CLAIM_GRACE_S - 2)
-    assert sweeper.lost_runs() == []  # its host may still be running it
+    assert lost(sweeper) == []  # its host may still be running it
     claimed_at = time.time() - TIMEOUT_S - CLAIM_GRACE_S - 1
     set_row(service, run_id, claimed_at=claimed_at, published_at=claimed_at - 1)
-    assert sweeper.lost_runs() == [(run_id, ENV)]
+    assert lost(sweeper) == [(run_id, ENV)]
 
 
 def test_a_run_published_again_since_it_was_claimed_is_left_alone(
@@ -131,9 +136,9 @@ def test_a_run_published_again_since_it_was_claimed_is_left_alone(
     run_id = submit(service)
     claimed(service, run_id, OTHER_HOST, ago_s=TIMEOUT_S + CLAIM_GRACE_S + 30)
     set_row(service, run_id, published_at=time.time() - 10)  # a sweep published it since
-    assert sweeper.lost_runs() == []
+    assert lost(sweeper) == []
     set_row(service, run_id, published_at=time.time() - REQUEUE_AFTER_S - 1)  # and that got lost
-    assert sweeper.lost_runs() == [(run_id, ENV)]
+    assert lost(sweeper) == [(run_id, ENV)]
 
 
 def test_a_dead_claimer_here_is_given_up_only_after_celery_had_time_to_hand_it_back(
@@ -142,10 +147,10 @@ def test_a_dead_claimer_here_is_given_up_only_after_celery_had_time_to_hand_it_b
     claimed(service, run_id, DEAD_HERE, ago_s=1)
     live = submit(service)
     claimed(service, live, process_token(), ago_s=1)  # this process: alive, but an earlier attempt
-    assert sweeper.lost_runs() == []  # both first seen gone now
+    assert lost(sweeper) == []  # both first seen gone now
     for key in sweeper.gone_since:  # as if HANDBACK_S had passed since
         sweeper.gone_since[key] -= HANDBACK_S + 1
-    assert sorted(sweeper.lost_runs()) == sorted([(run_id, ENV), (live, ENV)])
+    assert sorted(lost(sweeper)) == sorted([(run_id, ENV), (live, ENV)])
 
 
 def test_a_sweep_heartbeats_publishes_the_lost_and_a_silent_worker_goes_stale(
@@ -165,6 +170,25 @@ def test_a_sweep_heartbeats_publishes_the_lost_and_a_silent_worker_goes_stale(
     assert service.store.live_environments(service.settings.worker_stale_s) == {ENV: 1}
     sweeper.stop()
     assert service.store.live_environments(service.settings.worker_stale_s) == {}
+
+
+def lane_length(service: JobService, timeout_s: int) -> int:
+    """Messages waiting in the lane of runs with this time limit."""
+    with service.celery.connection_for_read() as conn:
+        declared = conn.default_channel.queue_declare(queue=queue_name(ENV, timeout_s),
+                                                      durable=True, auto_delete=False)
+        return int(declared.message_count)
+
+
+def test_a_long_run_is_published_again_in_the_long_lane(
+        service: JobService, sweeper: Sweeper) -> None:
+    long_s = SHORT_RUN_S + 1
+    run_id = submit(service, timeout_s=long_s)
+    assert (lane_length(service, long_s), lane_length(service, TIMEOUT_S)) == (1, 0)
+    set_row(service, run_id, published_at=time.time() - REQUEUE_AFTER_S - 1)
+    sweeper.tick()
+    assert (lane_length(service, long_s), lane_length(service, TIMEOUT_S)) == (2, 0)
+    sweeper.stop()
 
 
 def job_of(service: JobService, run_id: str) -> str:
