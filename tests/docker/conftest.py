@@ -30,7 +30,7 @@ from tests.conftest import NEW_ENV, OLD_ENV, REPO
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.settings import Settings
 from worker.images import Built, build_environment_image, fill_wheelhouse
-from worker.runtimes.docker import RUN_LABEL, DockerRuntime, connect
+from worker.runtimes.docker import JOB_LABEL, RUN_LABEL, DockerRuntime, connect
 
 SCRIPTS = REPO / "scripts"
 # The tag of the stand-in for python:3.11-slim that scripts/base-image makes.
@@ -145,6 +145,11 @@ def sandbox_containers(client: docker.DockerClient) -> list[dict]:
     """Every sandbox container on the engine, running or not."""
     containers: list[dict] = client.api.containers(all=True, filters={"label": RUN_LABEL})
     return containers
+
+
+def runs_left(client: docker.DockerClient) -> list[dict]:
+    """Sandbox containers of runs (the pool's waiting ones are labelled job `warm`)."""
+    return [c for c in sandbox_containers(client) if c["Labels"].get(JOB_LABEL) != "warm"]
 
 
 def wait_for_container(client: docker.DockerClient, run_id: str, timeout_s: float = 60) -> dict:

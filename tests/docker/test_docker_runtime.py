@@ -13,7 +13,7 @@ import docker
 import pytest
 
 from tests.conftest import NEW_ENV, OLD_ENV, shared_case
-from tests.docker.conftest import sandbox_containers, wait_for_container
+from tests.docker.conftest import runs_left, wait_for_container
 from tests.worker.test_local_runtime import HOSTILE, HOSTILE_TIMEOUT_S
 from tests.worker.test_warm_sandboxes import wait_warm
 from tvmrepro.cases import load_case_file, parse_case
@@ -64,11 +64,6 @@ def run_warm(runtime: DockerRuntime, env: Environment, script: str, **limits: in
     result = run_script(runtime, env, script, **limits)
     assert result.isolation["warm"] is True
     return result
-
-
-def runs_left(client: docker.DockerClient) -> list[dict]:
-    """Sandbox containers of runs (the pool's waiting ones are labelled job `warm`)."""
-    return [c for c in sandbox_containers(client) if c["Labels"].get(JOB_LABEL) != "warm"]
 
 
 def test_founding_case_matches_the_local_runtime(docker_runtime: DockerRuntime,

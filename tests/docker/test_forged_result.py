@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import NEW_ENV
-from tests.docker.conftest import sandbox_containers
+from tests.docker.conftest import runs_left
 from tests.docker.test_docker_runtime import run_script
 from tests.worker.test_warm_sandboxes import FORGE
 from tvmrepro.environments import Environment
@@ -41,4 +41,4 @@ def test_a_forged_result_is_not_believed(ending: str, status: str, error_type: s
         assert result.error_type == error_type, result.message
     assert result.outputs is None
     assert result.tvm is not None and result.tvm["version"] == "0.27.0.post1"
-    assert sandbox_containers(docker_runtime.client) == []
+    assert runs_left(docker_runtime.client) == []

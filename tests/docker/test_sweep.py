@@ -13,7 +13,7 @@ import docker
 import pytest
 
 from tests.conftest import NEW_ENV, REPO
-from tests.docker.conftest import sandbox_containers, wait_for_container
+from tests.docker.conftest import runs_left, wait_for_container
 from tvmrepro.environments import Environment
 from tvmrepro.liveness import process_token
 from tvmrepro.settings import Settings
@@ -58,7 +58,7 @@ def test_kill_9_leaves_a_container_that_the_next_start_removes(
     runtime = DockerRuntime(docker_settings)  # what a worker does when it starts
     assert "killed-run" in runtime.swept
     assert time.monotonic() - started < 15
-    assert sandbox_containers(docker_client) == []
+    assert runs_left(docker_client) == []
 
 
 def test_sweep_spares_live_owners_until_their_deadline(
@@ -84,7 +84,7 @@ def test_sweep_spares_live_owners_until_their_deadline(
         for container_id in ids:
             with contextlib.suppress(docker.errors.NotFound):  # the swept one is gone already
                 docker_client.api.remove_container(container_id, force=True)
-    assert sandbox_containers(docker_client) == []
+    assert runs_left(docker_client) == []
 
 
 def test_labels_say_whose_container_it_is(docker_settings: Settings,

@@ -8,20 +8,22 @@ import docker
 import pytest
 
 from tests.conftest import NEW_ENV
-from tests.docker.conftest import sandbox_containers
+from tests.docker.conftest import runs_left, sandbox_containers
 from tests.service.stack import Backend, Stack, dump, founding_body, make_home, sleeping_script
 from tvmrepro.environments import Environment
+from tvmrepro.liveness import process_token
 from tvmrepro.settings import Settings
-from worker.runtimes.docker import JOB_LABEL
+from worker.runtimes.docker import OWNER_LABEL
 
 pytestmark = [pytest.mark.docker, pytest.mark.tvm, pytest.mark.timeout(300)]
 
 
-def job_containers(client: docker.DockerClient, job_id: str) -> list[dict]:
-    """The running sandbox containers of one job."""
-    found: list[dict] = client.api.containers(filters={"label": f"{JOB_LABEL}={job_id}",
-                                                       "status": "running"})
-    return found
+def workers_containers(client: docker.DockerClient) -> list[dict]:
+    """The running sandbox containers of the stack's workers: every one this test process does
+    not own (a run's container may be a warm one, labelled before it knew its run)."""
+    mine = process_token()
+    return [c for c in sandbox_containers(client)
+            if c["State"] == "running" and c["Labels"].get(OWNER_LABEL) != mine]
 
 
 def test_kill_9_of_a_docker_worker_mid_run(docker_settings: Settings,
@@ -35,12 +37,12 @@ def test_kill_9_of_a_docker_worker_mid_run(docker_settings: Settings,
         worker = stack.start_worker(NEW_ENV)
         job = stack.submit(founding_body(sleeping_script(4, "docker-kill"), [NEW_ENV]))
         stack.wait_running(job["id"])
-        stack._until(lambda: job_containers(docker_client, job["id"]), "the run's container")
-        (orphan,) = job_containers(docker_client, job["id"])
-        stack.kill(worker)  # main and pool processes at once; the container lives on
-        assert [c["Id"] for c in job_containers(docker_client, job["id"])] == [orphan["Id"]]
+        stack._until(lambda: workers_containers(docker_client), "the run's container")
+        orphans = {c["Id"] for c in workers_containers(docker_client)}
+        stack.kill(worker)  # main and pool processes at once; the containers live on
+        assert {c["Id"] for c in workers_containers(docker_client)} == orphans
         stack.start_worker(NEW_ENV)  # returns once it heartbeats, after its start-up sweep
-        assert orphan["Id"] not in {c["Id"] for c in sandbox_containers(docker_client)}
+        assert orphans.isdisjoint(c["Id"] for c in sandbox_containers(docker_client))
         done = stack.wait(job["id"])
         (only,) = done["runs"]
         assert done["status"] == "done" and only["result"]["status"] == "ok", dump(done)
@@ -48,4 +50,4 @@ def test_kill_9_of_a_docker_worker_mid_run(docker_settings: Settings,
         assert only["result"]["isolation"]["runtime"] == "docker"
     finally:
         stack.close()
-    assert sandbox_containers(docker_client) == []
+    assert runs_left(docker_client) == []
