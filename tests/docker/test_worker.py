@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import docker
@@ -19,11 +20,14 @@ pytestmark = [pytest.mark.docker, pytest.mark.tvm, pytest.mark.timeout(300)]
 
 
 def workers_containers(client: docker.DockerClient) -> list[dict]:
-    """The running sandbox containers of the stack's workers: every one this test process does
-    not own (a run's container may be a warm one, labelled before it knew its run)."""
+    """The running sandbox containers of the stack's workers: those owned by another process of
+    this host (a run's container may be a warm one, labelled before it knew its run; another
+    host's, e.g. a compose worker's, are not the stack's)."""
     mine = process_token()
-    return [c for c in sandbox_containers(client)
-            if c["State"] == "running" and c["Labels"].get(OWNER_LABEL) != mine]
+    here = f"{socket.gethostname()}:"
+    return [c for c in sandbox_containers(client) if c["State"] == "running"
+            and c["Labels"].get(OWNER_LABEL, "").startswith(here)
+            and c["Labels"].get(OWNER_LABEL) != mine]
 
 
 def test_kill_9_of_a_docker_worker_mid_run(docker_settings: Settings,
