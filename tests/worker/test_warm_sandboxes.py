@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 
+import psutil
 import pytest
 
 from tests.conftest import NEW_ENV
@@ -201,3 +203,21 @@ def test_the_directory_of_a_sandbox_whose_worker_died_is_swept(settings: Setting
         assert not gone.exists() and mine.exists()
     finally:
         mine.rmdir()
+
+
+def test_a_killed_workers_directories_are_swept_even_as_zombies_and_at_close(
+        settings: Settings) -> None:
+    child = subprocess.Popen(["true"])  # exits, and stays a zombie: nobody waits for it yet
+    deadline = time.monotonic() + 30
+    while psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the child did not exit"
+        time.sleep(0.05)
+    zombie = settings.work_dir / f"sandbox-{child.pid}-{'2' * 32}"
+    (zombie / "work").mkdir(parents=True)
+    runtime = LocalRuntime(settings)  # what a worker process does when it starts
+    assert not zombie.exists()
+    child.wait()
+    later = settings.work_dir / f"sandbox-{2 ** 22 + 9}-{'3' * 32}"  # left after that start
+    (later / "work").mkdir(parents=True)
+    runtime.close()  # a worker's clean stop
+    assert not later.exists()

@@ -34,6 +34,7 @@ from typing import Any, cast
 from images import HARNESS_DIR
 from tvmrepro.environments import Environment
 from tvmrepro.errors import ProvisionError, RuntimeFault
+from tvmrepro.liveness import pid_alive
 from tvmrepro.settings import Settings
 from worker.provision import collect_builds, in_use, provision, read_fingerprint
 from worker.runtimes.base import (
@@ -102,16 +103,6 @@ def _rlimits(limits: Limits) -> Callable[[], None]:
     return apply
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class LocalRuntime:
     """Runs the harness with a provisioned environment's interpreter, in a sandbox."""
 
@@ -131,7 +122,7 @@ class LocalRuntime:
         removed = []
         for rundir in self.settings.work_dir.glob("sandbox-*-*"):
             owner = rundir.name.split("-")[1]
-            if owner.isdigit() and not _alive(int(owner)):
+            if owner.isdigit() and not pid_alive(int(owner)):  # a zombie counts as gone
                 shutil.rmtree(rundir, ignore_errors=True)
                 removed.append(rundir)
         return removed
@@ -226,10 +217,11 @@ class LocalRuntime:
             self.reserved.put((env.id, limits), self.start(env, limits))
 
     def close(self) -> None:
-        """Stop the waiting sandboxes."""
+        """Stop the waiting sandboxes; remove what killed processes left since the start."""
         self.reserved.close()
         if self.pool is not None:
             self.pool.close()
+        self.sweep_rundirs()
 
     def _start_pooled(self, key: Hashable) -> LocalSandbox:
         env_id, limits = cast(tuple[str, Limits], key)
