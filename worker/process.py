@@ -58,10 +58,23 @@ def run_worker(settings: Settings, envs: list[Environment], concurrency: int | N
     queues = ",".join(name for env in ready for name in queue_names(env.id))  # both lanes
     nodename = f"tvmrepro-{os.getpid()}@{socket.gethostname()}"
     log.info("worker %s serves %s", nodename, queues or "nothing until its images are built")
-    app.worker_main([
-        # With every image still to build: the default queue, where nothing is published.
-        "worker", *(["--queues", queues] if queues else []), "--hostname", nodename,
-        "--pool", "prefork",
-        "--concurrency", str(concurrency or settings.worker_concurrency),
-        "--loglevel", loglevel, "--without-mingle", "--without-gossip", "--without-heartbeat",
-    ])
+    try:
+        app.worker_main([
+            # With every image still to build: the default queue, where nothing is published.
+            "worker", *(["--queues", queues] if queues else []), "--hostname", nodename,
+            "--pool", "prefork",
+            "--concurrency", str(concurrency or settings.worker_concurrency),
+            "--loglevel", loglevel, "--without-mingle", "--without-gossip", "--without-heartbeat",
+        ])
+    finally:
+        _sweep_at_stop(settings)
+
+
+def _sweep_at_stop(settings: Settings) -> None:
+    """After a stop the pool processes are gone: what they left (a warm container or a sandbox
+    directory of a process that did not get to close its runtime) is removed now, not at the
+    next start (a runtime sweeps what dead processes of this host own when it is made)."""
+    try:
+        make_runtime(settings.runtime, settings)  # making a runtime is its sweep
+    except Exception:  # the engine may be gone with the host's shutdown: the next start sweeps
+        log.exception("could not sweep the sandboxes left at the stop")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -30,7 +31,7 @@ from worker.images import (
     download_wheels,
     service_requirements,
 )
-from worker.runtimes.docker import JOB_LABEL
+from worker.runtimes.docker import JOB_LABEL, OWNER_LABEL
 
 REDIS_IMAGE = "tvmrepro/stand-in-redis:7"
 POSTGRES_IMAGE = "tvmrepro/stand-in-postgres:16"
@@ -237,6 +238,11 @@ def test_compose_up_alone_builds_the_images_serves_the_case_and_keeps_jobs(
 
     down = compose_stack("down", "--timeout", "10")
     assert down.returncode == 0, down.stderr
+    # A clean stop leaves no container of the worker's, not even a warm one waiting for a case
+    # (the worker's are owned by processes of its own host: its container).
+    here = f"{socket.gethostname()}:"
+    assert [c["Labels"] for c in sandbox_containers(docker_client)
+            if not c["Labels"].get(OWNER_LABEL, "").startswith(here)] == []
     http = _up(compose_stack)
     again = http.get(f"/api/v1/jobs/{job_id}")
     assert again.status_code == 200, again.text
