@@ -21,8 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from cli.cli import reports_errors
-from cli.output import _STATUS_STYLE, error_console, print_json
+from cli.output import _STATUS_STYLE, error_console, print_json, reports_errors
 from tvmrepro.bisection import Observation, Options, evaluate, initial_probes, make_options
 from tvmrepro.cases import Case, load_case_file
 from tvmrepro.environments import Environment, default_catalog

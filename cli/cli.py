@@ -306,7 +306,7 @@ def images_wheels(wheelhouse: Path, env_ids: tuple[str, ...], everything: bool,
 
 
 
-from cli.bisect import bisect_command  # noqa: E402  # it imports reports_errors from here
+from cli.bisect import bisect_command  # noqa: E402
 
 main.add_command(bisect_command)
 
