@@ -20,7 +20,8 @@ from tvmrepro.cases import Case, parse_case
 from tvmrepro.environments import Catalog
 from tvmrepro.lifecycle import RunState, cache_key
 from tvmrepro.rows import JobRow, RunRow
-from tvmrepro.store import BisectionStep, BisectionUpdate, QueueFull, Store
+from tvmrepro.store import QueueFull, Store
+from tvmrepro.store_bisections import BisectionStep, BisectionUpdate
 
 
 def make_runs(store: Store, job_id: str, case: Case, options: Options, envs: list[str],

@@ -10,38 +10,23 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from tvmrepro import migrations
 from tvmrepro import schema as t
 from tvmrepro.comparisons import job_comparisons, job_pairs, reusable
-from tvmrepro.engine import make_engine
 from tvmrepro.errors import ReproError
 from tvmrepro.lifecycle import Action, Claim, RunState
 from tvmrepro.models import Comparison
 from tvmrepro.results import Result, Status
 from tvmrepro.rows import JobRow, RunRow
+from tvmrepro.store_bisections import BisectionRows
+from tvmrepro.store_workers import WorkerRegistry
 
 log = logging.getLogger(__name__)
-SCHEMA_ATTEMPTS = 5  # a first start may wait long for another's lock
-
-
-class BisectionUpdate(NamedTuple):
-    """What one step of a bisection stores: runs to add, the job's environments, the object."""
-
-    runs: list[RunRow]
-    environments: list[str]
-    result: dict[str, Any]
-    seen: int
-
-
-# (the job with its runs, the bisections row) -> the update to store
-BisectionStep = Callable[[JobRow, dict[str, Any]], BisectionUpdate]
 
 
 class QueueFull(ReproError):
@@ -64,51 +49,10 @@ def open_store(url: str, pooled: bool = True) -> Store:
     return store
 
 
-class Store:
-    """Every read and write of jobs and runs; safe to share between threads of one process."""
-
-    def __init__(self, url: str, pooled: bool = True) -> None:
-        self.url = url
-        self.engine = make_engine(url, pooled)
-
-    @contextmanager
-    def _write(self) -> Iterator[Connection]:
-        with self.engine.connect() as conn:
-            conn.execution_options(write=True)
-            with conn.begin():
-                yield conn
-
-    def write(self) -> AbstractContextManager[Connection]:
-        """A write transaction, for the tables another module keeps (narrowings)."""
-        return self._write()
-
-    def create_schema(self) -> None:
-        """Upgrade the schema to the newest revision (idempotent, safe at once in many places)."""
-        for attempt in range(SCHEMA_ATTEMPTS):
-            try:
-                with self._write() as conn:
-                    migrations.upgrade(conn)
-                return
-            except sa.exc.DBAPIError:
-                # SQLite may refuse a writer that waited past its busy timeout.
-                if attempt == SCHEMA_ATTEMPTS - 1:
-                    raise
-                time.sleep(0.2 * (attempt + 1))
-
-    def drop_schema(self) -> None:
-        """Drop every table of the store, the migrations' record included (tests clean up)."""
-        t.metadata.drop_all(self.engine)
-        with self._write() as conn:
-            conn.execute(sa.text("DROP TABLE IF EXISTS alembic_version"))
-
-    def ping(self) -> None:
-        """Raise if the database does not answer."""
-        with self.engine.connect() as conn:
-            conn.execute(sa.text("SELECT 1"))
-
-    def dispose(self) -> None:
-        """Close pooled connections (after a fork, or at exit)."""
-        self.engine.dispose()
+class Store(WorkerRegistry, BisectionRows):
+    """Every read and write of jobs and runs; safe to share between threads of one process.
+    The workers' registry and the bisections' rows are its parents' (store_workers,
+    store_bisections); the engine and schema are StoreBase's."""
 
     # Submission ---------------------------------------------------------------
 
@@ -355,94 +299,3 @@ class Store:
             t.runs.c.state != RunState.DONE.value, t.runs.c.environment.in_(environments))
         with self.engine.connect() as conn:
             return [RunRow.model_validate(dict(r)) for r in conn.execute(query).mappings()]
-
-    def heartbeat(self, worker: str, environments: list[str],
-                  building: dict[str, str] | None = None) -> None:
-        """Record that `worker` is alive and serves `environments`; `building`: those of them
-        whose images it is still building, each with the build's current step."""
-        now = time.time()
-        values = {"environments": environments, "heartbeat_at": now, "building": building or None}
-        with self._write() as conn:
-            done = conn.execute(t.workers.update().where(t.workers.c.id == worker).values(values))
-            if done.rowcount == 0:
-                conn.execute(t.workers.insert().values(id=worker, started_at=now, **values))
-
-    def forget_worker(self, worker: str) -> None:
-        """Remove a worker that stopped cleanly."""
-        with self._write() as conn:
-            conn.execute(t.workers.delete().where(t.workers.c.id == worker))
-
-    def live_environments(self, stale_s: float) -> dict[str, int]:
-        """Environment id -> how many live workers serve it."""
-        since = time.time() - stale_s
-        query = sa.select(t.workers.c.environments).where(t.workers.c.heartbeat_at >= since)
-        counts: dict[str, int] = {}
-        with self.engine.connect() as conn:
-            for served in conn.execute(query).scalars():
-                for env_id in served:
-                    counts[env_id] = counts.get(env_id, 0) + 1
-        return counts
-
-    def building_environments(self, stale_s: float) -> dict[str, str]:
-        """Environment id -> the current step of its image's build, by a live worker."""
-        since = time.time() - stale_s
-        query = sa.select(t.workers.c.building).where(t.workers.c.heartbeat_at >= since,
-                                                      t.workers.c.building.is_not(None))
-        steps: dict[str, str] = {}
-        with self.engine.connect() as conn:
-            for building in conn.execute(query).scalars():
-                steps.update(building or {})
-        return steps
-
-    def save_fingerprint(self, environment: str, data: dict[str, Any]) -> None:
-        """Record what a served environment's TVM has."""
-        with self._write() as conn:
-            conn.execute(t.fingerprints.delete().where(t.fingerprints.c.environment == environment))
-            conn.execute(t.fingerprints.insert().values(environment=environment, data=data,
-                                                        updated_at=time.time()))
-
-    def fingerprints(self) -> dict[str, dict[str, Any]]:
-        """Environment id -> fingerprint, for every environment a worker has served."""
-        with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(t.fingerprints.c.environment, t.fingerprints.c.data))
-            return {env_id: data for env_id, data in rows}
-
-    # Bisections ---------------------------------------------------------------
-
-    def save_bisection(self, job_id: str, options: dict[str, Any]) -> None:
-        """Record a bisect job's options (before its job: an orphan row is harmless)."""
-        with self._write() as conn:
-            conn.execute(t.bisections.insert().values(job_id=job_id, options=options, result=None,
-                                                      seen=0, updated_at=time.time()))
-
-    def forget_bisection(self, job_id: str) -> None:
-        """Remove a bisection whose job was not admitted."""
-        with self._write() as conn:
-            conn.execute(t.bisections.delete().where(t.bisections.c.job_id == job_id))
-
-    def bisection(self, job_id: str) -> dict[str, Any] | None:
-        """A bisect job's row: options, result (the bisect object) and seen, or None."""
-        query = sa.select(t.bisections).where(t.bisections.c.job_id == job_id)
-        with self.engine.connect() as conn:
-            row = conn.execute(query).mappings().first()
-        return dict(row) if row else None
-
-    def advance_bisection(self, job_id: str, step: BisectionStep) -> list[RunRow]:
-        """Apply `step` to a bisect job under its row's lock: store the runs it adds (the job's
-        environments follow), its bisect object and `seen`; the added runs (none: no bisection)."""
-        lock = (sa.select(t.bisections).where(t.bisections.c.job_id == job_id)
-                .with_for_update())
-        with self._write() as conn:
-            row = conn.execute(lock).mappings().first()
-            job = self.job(job_id) if row is not None else None
-            if row is None or job is None:
-                return []
-            update = step(job, dict(row))
-            if update.runs:
-                conn.execute(t.runs.insert(), [run.columns() for run in update.runs])
-            if update.environments != job.environments:
-                conn.execute(t.jobs.update().where(t.jobs.c.id == job_id)
-                             .values(environments=update.environments))
-            conn.execute(t.bisections.update().where(t.bisections.c.job_id == job_id).values(
-                result=update.result, seen=update.seen, updated_at=time.time()))
-        return update.runs
