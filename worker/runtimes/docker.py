@@ -1,8 +1,8 @@
 """The Docker runtime: each run in a fresh, locked-down container of the environment's image.
 
 A run is one container, created detached with every security flag of
-`sandbox_host_config`, timed and killed by us (never by the engine), and
-always removed. Its process is the harness's supervisor: it imports TVM and
+`sandbox_host_config` (docker_config.py), timed and killed by us (never by the
+engine), and always removed. Its process is the harness's supervisor: it imports TVM and
 waits for the case on stdin (sent through an attach socket, then the key it
 signs its events with); the case runs in its child. The events come out
 through an anonymous volume at /out, seeded from the image: there only
@@ -20,9 +20,7 @@ deadline, are swept when a runtime starts.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
-import tarfile
 import time
 import uuid
 from collections.abc import Hashable
@@ -31,7 +29,6 @@ from typing import Any, cast
 import docker
 import docker.errors
 import requests.exceptions
-from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
 
 from tvmrepro.environments import Environment
 from tvmrepro.errors import RuntimeFault
@@ -52,17 +49,12 @@ from worker.runtimes.base import (
     signal_name,
     verified_events,
 )
-from worker.runtimes.docker_io import ChunkReader, OutputReader
-from worker.runtimes.local import sandbox_environ
+from worker.runtimes.docker_config import EVENTS_FILE, container_config, harness_command, isolation
+from worker.runtimes.docker_io import OutputReader, read_archived, write_stdin
 from worker.runtimes.pool import Reserved, WarmPool, warm_at_start
 
 RUN_LABEL, JOB_LABEL = "tvmrepro.run", "tvmrepro.job"
 OWNER_LABEL, DEADLINE_LABEL = "tvmrepro.owner", "tvmrepro.deadline"
-SANDBOX_USER = "10001:10001"  # made by the image recipes
-OUT_DIR, SCRATCH_DIR = "/out", "/tmp"
-EVENTS_FILE = f"{OUT_DIR}/events.jsonl"
-HARNESS_PATH = "/opt/harness"
-CONTAINER_LOG_CAP = "1m"  # the engine's own copy of the output (docker logs), per container
 # Beyond its time limit a run is killed by us; this much later the container ends itself
 # (timeout(1) inside it), for when the worker that timed it died.
 SELF_LIMIT_GRACE_S = 60
@@ -82,42 +74,6 @@ def connect(settings: Settings) -> docker.DockerClient:
         where = settings.docker_host or "the default socket"
         raise RuntimeFault(f"cannot reach the Docker engine at {where}: {exc}") from exc
     return client
-
-
-def container_environ() -> dict[str, str]:
-    """What the case sees in the container: the local sandbox's scrubbed set, with image paths."""
-    return {**sandbox_environ(), "PATH": "/opt/tvm/bin:/usr/local/bin:/usr/bin:/bin",
-            "PYTHONPATH": HARNESS_PATH}
-
-
-def sandbox_host_config(client: docker.DockerClient, job: SandboxJob,
-                        settings: Settings) -> dict[str, Any]:
-    """Every limit and security flag of a sandbox container, in one place."""
-    limits = Limits.of(job, settings)
-    memory = f"{limits.memory_mb}m"
-    gpus = [DeviceRequest(count=-1, capabilities=[["gpu"]])] if job.env.device == "cuda" else None
-    host_config: dict[str, Any] = client.api.create_host_config(
-        network_mode="none",
-        read_only=True,
-        # TVM compiles and dlopens its kernels here, hence exec.
-        tmpfs={SCRATCH_DIR: f"rw,exec,nosuid,nodev,size={limits.tmpfs_mb}m,mode=1777"},
-        mounts=[Mount(target=OUT_DIR, source=None, type="volume")],
-        cap_drop=["ALL"],
-        security_opt=["no-new-privileges"],
-        pids_limit=limits.pids,
-        mem_limit=memory,
-        memswap_limit=memory,  # equal: no swap on top of the limit
-        nano_cpus=int(limits.cpus * 1e9),
-        init=True,  # reaps orphans; the harness's exit status (128+N for a signal) is ours
-        # fsize also bounds events.jsonl on the /out volume.
-        ulimits=[Ulimit(name="fsize", soft=limits.file_size, hard=limits.file_size),
-                 Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
-                 Ulimit(name="core", soft=0, hard=0)],
-        log_config=LogConfig(type="json-file",
-                             config={"max-size": CONTAINER_LOG_CAP, "max-file": "1"}),
-        device_requests=gpus,
-    )
-    return host_config
 
 
 class DockerSandbox:
@@ -210,10 +166,6 @@ class DockerRuntime:
         self._harness[info["Id"]] = labels.get(HARNESS_LABEL)
         return str(info["Id"])
 
-    def _command(self, self_limit_s: float) -> list[str]:
-        return ["timeout", "--signal=KILL", str(int(self_limit_s)),
-                "python3", "-m", "harness", "--events", EVENTS_FILE, "--workdir", SCRATCH_DIR]
-
     def _create(self, job: SandboxJob, command: list[str] | None = None,
                 self_limit_s: float | None = None) -> str:
         """A container for `job`; it ends itself `self_limit_s` after its start (else its time
@@ -222,15 +174,8 @@ class DockerRuntime:
         deadline = time.time() + self_limit + ENGINE_TIMEOUT_S
         labels = {RUN_LABEL: job.run_id, JOB_LABEL: job.job_id, OWNER_LABEL: self.owner,
                   DEADLINE_LABEL: str(int(deadline)), "tvmrepro.environment": job.env.id}
-        config = self.client.api.create_container_config(
-            self.image_id(job.env), command or self._command(self_limit), user=SANDBOX_USER,
-            detach=True,
-            environment=container_environ(), working_dir=SCRATCH_DIR, hostname="sandbox",
-            labels=labels, network_disabled=True, stdin_open=True,
-            host_config=sandbox_host_config(self.client, job, self.settings))
-        # The case arrives on stdin, once: when the worker closes its side, stdin ends
-        # (docker-py sets StdinOnce only for attached, non-detached containers).
-        config["StdinOnce"] = True
+        config = container_config(self.client, job, self.settings, self.image_id(job.env),
+                                  command or harness_command(self_limit), labels)
         created = self.client.api.create_container_from_config(config)
         container_id: str = created["Id"]
         return container_id
@@ -323,7 +268,8 @@ class DockerRuntime:
     def _run(self, job: SandboxJob, sandbox: DockerSandbox, image_id: str) -> Execution:
         api, container_id, output = self.client.api, sandbox.container_id, sandbox.output
         key = new_key()
-        self._hand_over(container_id, handover_bytes(job, Limits.of(job, self.settings), key))
+        # The request and the key, on the supervisor's stdin.
+        write_stdin(api, container_id, handover_bytes(job, Limits.of(job, self.settings), key))
         started = time.monotonic()  # the time limit counts from the hand-over
         timed_out = not self._wait(container_id, job.timeout_s)
         if timed_out:
@@ -348,7 +294,7 @@ class DockerRuntime:
             stderr=output.text(1),
             truncated=output.truncated,
             seconds=seconds,
-            isolation=self._isolation(job, image_id),
+            isolation=isolation(job, self.settings, image_id, self._harness.get(image_id)),
         )
 
     def _ready(self, container_id: str) -> bool:
@@ -361,15 +307,6 @@ class DockerRuntime:
                 return False
             time.sleep(READY_POLL_S)
         return False
-
-    def _hand_over(self, container_id: str, data: bytes) -> None:
-        """Write the request and the key to the supervisor's stdin."""
-        sock = self.client.api.attach_socket(container_id, params={"stdin": 1, "stream": 1})
-        raw = getattr(sock, "_sock", sock)
-        try:
-            raw.sendall(data)
-        finally:
-            sock.close()
 
     def _wait(self, container_id: str, timeout_s: float) -> bool:
         """Wait for the container to exit, at most timeout_s; whether it did."""
@@ -387,27 +324,7 @@ class DockerRuntime:
 
     def _raw_events(self, container_id: str) -> bytes:
         """The events file, read back through the engine: at most EVENTS_READ_CAP bytes."""
-        try:
-            chunks, _ = self.client.api.get_archive(container_id, EVENTS_FILE)
-        except docker.errors.NotFound:
-            return b""
-        stream = iter(chunks)
-        try:
-            with tarfile.open(fileobj=io.BufferedReader(ChunkReader(stream)), mode="r|") as tar:
-                member = next(iter(tar), None)
-                handle = tar.extractfile(member) if member else None
-                data = handle.read(EVENTS_READ_CAP) if handle else b""
-        finally:
-            getattr(stream, "close", lambda: None)()  # the rest, past the cap, is not read
-        return data
-
-    def _isolation(self, job: SandboxJob, image_id: str) -> dict[str, Any]:
-        limits = Limits.of(job, self.settings)
-        return {"runtime": "docker", "sandbox": "container", "network": "none",
-                "image": job.env.image, "image_id": image_id,
-                "harness": self._harness.get(image_id), "user": SANDBOX_USER,
-                "read_only_root": True, **limits.summary(), "cpus": limits.cpus,
-                "gpu": job.env.device == "cuda"}
+        return read_archived(self.client.api, container_id, EVENTS_FILE, EVENTS_READ_CAP)
 
     def fingerprint(self, env: Environment) -> dict[str, Any]:
         """What the TVM of env's image has (as a provisioned environment's fingerprint says)."""

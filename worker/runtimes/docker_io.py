@@ -1,8 +1,10 @@
-"""Reading a container's streams: its attach stream (stdout and stderr, capped) and archives."""
+"""A container's streams: its stdin written once, its attach stream (stdout and stderr, capped)
+read, and its files read back through the engine's archives."""
 
 from __future__ import annotations
 
 import io
+import tarfile
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -59,3 +61,31 @@ class OutputReader(threading.Thread):
     def text(self, index: int) -> str:
         """stdout (0) or stderr (1) as kept, decoded."""
         return self.outputs[index].text()
+
+
+def write_stdin(api: docker.APIClient, container_id: str, data: bytes) -> None:
+    """Write `data` to a container's stdin through an attach socket, then close it."""
+    sock = api.attach_socket(container_id, params={"stdin": 1, "stream": 1})
+    raw = getattr(sock, "_sock", sock)
+    try:
+        raw.sendall(data)
+    finally:
+        sock.close()
+
+
+def read_archived(api: docker.APIClient, container_id: str, path: str, cap: int) -> bytes:
+    """A file of the container, read back through the engine: at most `cap` bytes (none if
+    the file is not there)."""
+    try:
+        chunks, _ = api.get_archive(container_id, path)
+    except docker.errors.NotFound:
+        return b""
+    stream = iter(chunks)
+    try:
+        with tarfile.open(fileobj=io.BufferedReader(ChunkReader(stream)), mode="r|") as tar:
+            member = next(iter(tar), None)
+            handle = tar.extractfile(member) if member else None
+            data = handle.read(cap) if handle else b""
+    finally:
+        getattr(stream, "close", lambda: None)()  # the rest, past the cap, is not read
+    return data

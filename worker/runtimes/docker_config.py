@@ -1,0 +1,91 @@
+"""What a sandbox container of the Docker runtime is: its command, user, paths and environment,
+every limit and security flag of its host config, and what a result's `isolation` says of it.
+
+Nothing here talks to the engine beyond docker-py's config builders: docker.py creates, runs
+and removes the containers these configs describe.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import docker
+from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
+
+from tvmrepro.settings import Settings
+from worker.runtimes.base import Limits, SandboxJob
+from worker.runtimes.local import sandbox_environ
+
+SANDBOX_USER = "10001:10001"  # made by the image recipes
+OUT_DIR, SCRATCH_DIR = "/out", "/tmp"
+EVENTS_FILE = f"{OUT_DIR}/events.jsonl"
+HARNESS_PATH = "/opt/harness"
+CONTAINER_LOG_CAP = "1m"  # the engine's own copy of the output (docker logs), per container
+
+
+def harness_command(self_limit_s: float) -> list[str]:
+    """The harness's supervisor, killed by the container itself `self_limit_s` after its start."""
+    return ["timeout", "--signal=KILL", str(int(self_limit_s)),
+            "python3", "-m", "harness", "--events", EVENTS_FILE, "--workdir", SCRATCH_DIR]
+
+
+def container_environ() -> dict[str, str]:
+    """What the case sees in the container: the local sandbox's scrubbed set, with image paths."""
+    return {**sandbox_environ(), "PATH": "/opt/tvm/bin:/usr/local/bin:/usr/bin:/bin",
+            "PYTHONPATH": HARNESS_PATH}
+
+
+def sandbox_host_config(client: docker.DockerClient, job: SandboxJob,
+                        settings: Settings) -> dict[str, Any]:
+    """Every limit and security flag of a sandbox container, in one place."""
+    limits = Limits.of(job, settings)
+    memory = f"{limits.memory_mb}m"
+    gpus = [DeviceRequest(count=-1, capabilities=[["gpu"]])] if job.env.device == "cuda" else None
+    host_config: dict[str, Any] = client.api.create_host_config(
+        network_mode="none",
+        read_only=True,
+        # TVM compiles and dlopens its kernels here, hence exec.
+        tmpfs={SCRATCH_DIR: f"rw,exec,nosuid,nodev,size={limits.tmpfs_mb}m,mode=1777"},
+        mounts=[Mount(target=OUT_DIR, source=None, type="volume")],
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        pids_limit=limits.pids,
+        mem_limit=memory,
+        memswap_limit=memory,  # equal: no swap on top of the limit
+        nano_cpus=int(limits.cpus * 1e9),
+        init=True,  # reaps orphans; the harness's exit status (128+N for a signal) is ours
+        # fsize also bounds events.jsonl on the /out volume.
+        ulimits=[Ulimit(name="fsize", soft=limits.file_size, hard=limits.file_size),
+                 Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
+                 Ulimit(name="core", soft=0, hard=0)],
+        log_config=LogConfig(type="json-file",
+                             config={"max-size": CONTAINER_LOG_CAP, "max-file": "1"}),
+        device_requests=gpus,
+    )
+    return host_config
+
+
+def container_config(client: docker.DockerClient, job: SandboxJob, settings: Settings,
+                     image_id: str, command: list[str], labels: dict[str, str]) -> dict[str, Any]:
+    """The whole config of a detached sandbox container of `image_id` running `command`."""
+    config: dict[str, Any] = client.api.create_container_config(
+        image_id, command, user=SANDBOX_USER,
+        detach=True,
+        environment=container_environ(), working_dir=SCRATCH_DIR, hostname="sandbox",
+        labels=labels, network_disabled=True, stdin_open=True,
+        host_config=sandbox_host_config(client, job, settings))
+    # The case arrives on stdin, once: when the worker closes its side, stdin ends
+    # (docker-py sets StdinOnce only for attached, non-detached containers).
+    config["StdinOnce"] = True
+    return config
+
+
+def isolation(job: SandboxJob, settings: Settings, image_id: str,
+              harness: str | None) -> dict[str, Any]:
+    """A run's `isolation` record: the container's flags and limits, its image and harness."""
+    limits = Limits.of(job, settings)
+    return {"runtime": "docker", "sandbox": "container", "network": "none",
+            "image": job.env.image, "image_id": image_id,
+            "harness": harness, "user": SANDBOX_USER,
+            "read_only_root": True, **limits.summary(), "cpus": limits.cpus,
+            "gpu": job.env.device == "cuda"}
