@@ -1,8 +1,9 @@
 """What warm sandboxes buy, against bare cold `python repro.py` runs of the founding case.
 
 Measured side by side in one run (interleaved where each sample is one run):
-- `tvmrepro run --local` (no service: a fresh sandbox, TVM imported after the case
-  arrives) against one bare run;
+- `tvmrepro run --local --cold` (no service: a fresh sandbox, TVM imported after the case
+  arrives), and `tvmrepro run --local` on the home of a running `tvmrepro up` (embedded broker,
+  SQLite), which hands the run to that worker's warm sandbox, each against one bare run;
 - throughput: 20 runs through the service (Redis broker, a worker of concurrency 2,
   warm sandboxes, cache bypassed), submitted at once, against `xargs -P2` of 20 bare runs;
 - a cache hit: submit -> the job's answer (done), for a case already run, once each API
@@ -26,6 +27,7 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -53,15 +55,21 @@ HITS_PER_ROUND = 5
 WARM_UP_HITS = 20  # over fresh connections: gunicorn hands them to each of its processes
 
 
-def time_local(case_file: Path, env_id: str, variant: str) -> float:
-    """Seconds for one `tvmrepro run --local` of the case (a fresh process, as a user runs it)."""
+def time_local(case_file: Path, env_id: str, variant: str, beside: Service | None = None) -> float:
+    """Seconds for one `tvmrepro run --local` of the case (a fresh process, as a user runs it):
+    --cold, or on the home of `beside` (a `tvmrepro up`), whose warm sandboxes it then takes."""
+    flags, environ = ["--cold"], None
+    if beside is not None:
+        flags, environ = [], beside.environ
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "cli", "run", "--local", str(case_file), "--env",
-                           env_id, "--variant", variant, "--json"], cwd=REPO, capture_output=True,
-                          text=True)
+    proc = subprocess.run([sys.executable, "-m", "cli", "run", "--local", *flags, str(case_file),
+                           "--env", env_id, "--variant", variant, "--json"], cwd=REPO,
+                          capture_output=True, text=True, env=environ)
     elapsed = time.perf_counter() - started
     if proc.returncode not in (0, 1):  # 1: the case's own failure is reported, not ours
         raise SystemExit(f"run --local failed:\n{proc.stderr[-3000:]}")
+    if beside is not None and "warm sandboxes of `tvmrepro up`" not in proc.stderr:
+        raise SystemExit(f"run --local did not take the warm sandboxes of `up`:\n{proc.stderr}")
     return elapsed
 
 
@@ -75,16 +83,21 @@ def time_xargs(python: Path, script: Path, count: int) -> float:
 
 def time_burst(service: Service, case: dict[str, Any], env_id: str, variant: str,
                count: int) -> float:
-    """Seconds from submitting `count` jobs at once (cache bypassed) to all done."""
+    """Seconds from submitting `count` jobs at once (cache bypassed) to the last result stored."""
     body = {"case": case, "environments": [env_id], "variants": [variant], "bypass_cache": True}
-    started = time.perf_counter()
+    started = time.time()
     ids = [service.http.post("/api/v1/jobs", json=body).json()["id"] for _ in range(count)]
     pending = set(ids)
-    while pending:
-        time.sleep(POLL_S * 5)
-        pending = {i for i in pending if service.http.get(f"/api/v1/jobs/{i}").json()["status"]
-                   not in ("done", "failed")}
-    return time.perf_counter() - started
+    while pending:  # one request a poll: the job list says how many runs of each are done
+        time.sleep(POLL_S)
+        page = service.http.get("/api/v1/jobs", params={"limit": count}).json()["jobs"]
+        pending -= {job["id"] for job in page if job["done"] == job["runs"]}
+    stored = 0.0
+    for job_id in ids:
+        job = service.http.get(f"/api/v1/jobs/{job_id}").json()
+        stored = max(stored, *(datetime.fromisoformat(run["finished_at"]).timestamp()
+                               for run in job["runs"]))
+    return stored - started
 
 
 def time_cache_hit(service: Service, case: dict[str, Any], env_id: str, variant: str) -> float:
@@ -134,14 +147,19 @@ def main() -> None:
     prefix = f"tvmrepro-bench-{uuid.uuid4().hex[:12]}:"
     service = Service("redis-c2", settings.envs_dir, env.id, BENCH_REDIS_URL, prefix,
                       concurrency=2)
-    samples: dict[str, list[float]] = {"bare": [], "local": [], "cache": []}
+    up = Service("up", settings.envs_dir, env.id, None, up=True)
+    samples: dict[str, list[float]] = {"bare": [], "local": [], "local_up": [], "cache": []}
     try:
         service.time_job(case, env.id, args.variant)  # warm-up, and the result the hits read
         warm_up_api(service, case, env.id, args.variant)
+        time_local(CASE, env.id, args.variant, beside=up)  # its API's first requests
         for _ in range(args.repeat):
             service.settle()
+            up.settle()
             samples["bare"].append(time_bare(python, script))
             samples["local"].append(time_local(CASE, env.id, args.variant))
+            up.settle()
+            samples["local_up"].append(time_local(CASE, env.id, args.variant, beside=up))
             samples["cache"].append(statistics.median(
                 time_cache_hit(service, case, env.id, args.variant)
                 for _ in range(HITS_PER_ROUND)))
@@ -151,6 +169,7 @@ def main() -> None:
         burst = time_burst(service, case, env.id, args.variant, BURST)
     finally:
         service.stop()
+        up.stop()
         bench_redis = redis.Redis.from_url(BENCH_REDIS_URL)
         for key in bench_redis.scan_iter(match=f"{prefix}*"):
             bench_redis.delete(key)
@@ -158,7 +177,8 @@ def main() -> None:
     print(f"founding case, variant {args.variant}, {env.id}, {args.repeat} runs each (medians)")
     print(f"{'':<28} {'median':>8} {'min':>8} {'max':>8} {'/bare':>9}")
     print(summary("bare cold python", samples["bare"], bare))
-    print(summary("tvmrepro run --local", samples["local"], bare))
+    print(summary("tvmrepro run --local --cold", samples["local"], bare))
+    print(summary("run --local beside `up`", samples["local_up"], bare))
     print(summary("cache hit, submit->answer", samples["cache"], bare))
     print(f"cache hit, submit->answer over HTTP: median {statistics.median(samples['cache']) * 1000:.1f} ms")
     print(f"throughput, {BURST} runs at concurrency 2: service {BURST / burst:.2f} runs/s, "
