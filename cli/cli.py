@@ -80,12 +80,26 @@ def _variants(case: Case, names: tuple[str, ...]) -> list[str]:
 
 
 def run_locally(case: Case, envs: list[Environment], variants: list[str],
-                runtime_name: str) -> list[dict[str, Any]]:
-    """Run every variant in every environment here, without the service."""
+                runtime_name: str, cold: bool = False) -> list[dict[str, Any]]:
+    """Run every variant in every environment here, without the service: on the warm
+    sandboxes of a `tvmrepro up` on this home when one serves them all (unless `cold`), else
+    in sandboxes started now."""
+    from cli.up import warm_service
     from worker.runner import run_variant
     from worker.runtimes import make_runtime
 
-    runtime = make_runtime(runtime_name, Settings.from_env())
+    settings = Settings.from_env()
+    url = None if cold else warm_service(settings, runtime_name, [env.id for env in envs])
+    if url is not None:
+        from cli.remote import ServiceError, run_on_service
+
+        error_console().print(f"running on the warm sandboxes of `tvmrepro up` at {url} "
+                              "(--cold: a sandbox of this command's own)", highlight=False)
+        try:
+            return run_on_service(case, envs, variants, url)
+        except (ServiceError, BadInput) as exc:  # it stopped, or its worker is not live yet
+            error_console().print(f"{exc}; running here", highlight=False)
+    runtime = make_runtime(runtime_name, settings)
     # The local runtime provisions what is missing; Docker asks each environment's image.
     fingerprints = {environment.id: runtime.fingerprint(environment) for environment in envs}
     runs = []
@@ -103,6 +117,9 @@ def run_locally(case: Case, envs: list[Environment], variants: list[str],
 @click.option("--local", is_flag=True, help="Run here, without the service.")
 @click.option("--runtime", "runtime_name", type=click.Choice(["local", "docker"]), default="local",
               help="With --local: a sandboxed local environment, or the environment's image.")
+@click.option("--cold", is_flag=True,
+              help="With --local: start a sandbox of this command's own even when a "
+                   "`tvmrepro up` on this home has warm ones.")
 @click.option("--json", "as_json", is_flag=True, help="Print {\"runs\": [...]} as JSON.")
 @click.option("--server", default=None, help="Service URL (default $TVMREPRO_SERVER).")
 @click.option("--no-wait", is_flag=True, help="Submit and print the job id; do not wait.")
@@ -111,7 +128,7 @@ def run_locally(case: Case, envs: list[Environment], variants: list[str],
               help="Queue runs for environments that no live worker serves yet (else refused).")
 @reports_errors
 def run(case_file: Path, env_ids: tuple[str, ...], variant_names: tuple[str, ...], local: bool,
-        runtime_name: str, as_json: bool, server: str | None, no_wait: bool,
+        runtime_name: str, cold: bool, as_json: bool, server: str | None, no_wait: bool,
         bypass_cache: bool, queue: bool) -> None:
     """Run a case (.json) or a repro script (.py) on pinned TVM environments."""
     case = load_case_file(case_file)
@@ -125,7 +142,7 @@ def run(case_file: Path, env_ids: tuple[str, ...], variant_names: tuple[str, ...
                      server or Settings.from_env().server, as_json, not no_wait, bypass_cache,
                      queue)
         return
-    runs = run_locally(case, envs, variants, runtime_name)
+    runs = run_locally(case, envs, variants, runtime_name, cold)
     if as_json:
         print_json({"runs": runs})
     else:

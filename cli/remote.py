@@ -28,6 +28,7 @@ from tvmrepro.models import (
 )
 
 POLL_S = 0.25
+WARM_POLL_S = 0.05  # a run on a warm sandbox answers within a second or two: poll close behind
 HTTP_TIMEOUT_S = 30.0
 # While the API restarts the client keeps asking this long before it gives up.
 RECONNECT_S = 60.0
@@ -218,3 +219,17 @@ def run_remotely(case: Case, envs: list[Environment] | None, variants: list[str]
         print_json({"runs": runs, "job": job.model_dump(mode="json")})
         return
     Console(width=max(Console().width, 120)).print(matrix_view(job))
+
+
+def run_on_service(case: Case, envs: list[Environment], variants: list[str],
+                   server: str) -> list[dict[str, Any]]:
+    """Run every variant in every environment on the service at `server`, its cache bypassed,
+    and return the runs' full results, as a run here would (`run --local` beside `up`)."""
+    client = ApiClient(server, reconnect_s=0)
+    body = {"kind": "run", "case": case.model_dump(mode="json", exclude_defaults=True),
+            "environments": [env.id for env in envs], "variants": variants, "bypass_cache": True}
+    job = client.submit(body)
+    while job.status not in (JobStatus.DONE, JobStatus.FAILED):
+        time.sleep(WARM_POLL_S)
+        job = client.job(job.id)
+    return [client.result(job.id, run.id) for run in job.runs]

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import json
+import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 
 from tvmrepro.environments import Environment, default_catalog
+from tvmrepro.liveness import process_token, token_alive
 from tvmrepro.settings import Settings
 
 PR_SET_PDEATHSIG = 1
 WORKER_STOP_S = 20.0
+# While `up` serves, this file in its home says where: a `run --local` on the same home hands its
+# runs to that worker's warm sandboxes (TVM already imported) instead of starting one of its own.
+ANNOUNCEMENT = "up.json"
 
 
 def default_environments(settings: Settings) -> list[Environment]:
@@ -42,13 +50,52 @@ def start_worker(envs: list[Environment]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(args, preexec_fn=_die_with_parent)
 
 
+@contextlib.contextmanager
+def announced(settings: Settings, url: str, envs: list[Environment]) -> Iterator[None]:
+    """<home>/up.json names this process, its URL, runtime and environments while it serves."""
+    path = settings.home / ANNOUNCEMENT
+    token = process_token()
+    record = {"url": url, "process": token, "runtime": settings.runtime,
+              "environments": [env.id for env in envs]}
+    partial = path.with_name(f".{ANNOUNCEMENT}.{os.getpid()}")
+    partial.write_text(json.dumps(record))
+    partial.replace(path)  # whole or absent for a reader
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):  # another `up` may have taken over
+            if json.loads(path.read_text()).get("process") == token:
+                path.unlink()
+
+
+def warm_service(settings: Settings, runtime: str, env_ids: list[str]) -> str | None:
+    """The URL of a live `tvmrepro up` on this home whose worker runs `runtime` sandboxes for
+    every one of `env_ids`; None when there is none (or its announcement is stale or unreadable)."""
+    try:
+        record = json.loads((settings.home / ANNOUNCEMENT).read_text())
+        served, url = set(record["environments"]), str(record["url"])
+        alive = token_alive(str(record["process"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if alive and record.get("runtime") == runtime and set(env_ids) <= served:
+        return url
+    return None
+
+
+def local_url(host: str, port: int) -> str:
+    """Where a client on this machine reaches an API bound to host:port."""
+    reachable = "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
+    return f"http://[{reachable}]:{port}" if ":" in reachable else f"http://{reachable}:{port}"
+
+
 def up(settings: Settings, envs: list[Environment], host: str, port: int) -> None:
     """Run a worker for `envs` in the background and the API in the foreground, until stopped."""
     from service.server import serve
 
     worker = start_worker(envs)
     try:
-        serve(settings, host, port)
+        with announced(settings, local_url(host, port), envs):
+            serve(settings, host, port)
     finally:
         worker.terminate()
         try:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import NEW_ENV, OLD_ENV, REPO, shared_case
+from tvmrepro.liveness import process_token
 
 pytestmark = pytest.mark.tvm
 MISSING_FUNCTION = "fused_relax_nn_attention_cutlass_gv"
@@ -138,3 +139,28 @@ def test_unknown_variant_and_missing_file_exit_2(tmp_path: Path, test_home: Path
     assert proc.returncode == 2 and "nope" in proc.stderr
     proc = tvmrepro("run", str(tmp_path / "absent.json"), "--local", home=test_home)
     assert proc.returncode == 2 and "absent.json" in proc.stderr
+
+
+def test_run_local_uses_only_a_live_up_serving_its_environments_and_runtime(
+        tmp_path: Path) -> None:
+    from cli.up import announced, warm_service
+    from tvmrepro.environments import default_catalog
+    from tvmrepro.settings import Settings
+
+    settings = Settings.from_env({"TVMREPRO_HOME": str(tmp_path), "TVMREPRO_RUNTIME": "local"})
+    env = default_catalog().get(NEW_ENV)
+    assert warm_service(settings, "local", [NEW_ENV]) is None  # no `up`
+    with announced(settings, "http://127.0.0.1:8123", [env]):
+        assert warm_service(settings, "local", [NEW_ENV]) == "http://127.0.0.1:8123"
+        assert warm_service(settings, "docker", [NEW_ENV]) is None  # other isolation
+        assert warm_service(settings, "local", [NEW_ENV, "tvm-0.25.0-cpu"]) is None  # not all
+    assert not (tmp_path / "up.json").exists()
+    # An `up` that died without removing it (kill -9): its process token is stale.
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (tmp_path / "up.json").write_text(json.dumps({
+        "url": "http://127.0.0.1:8123", "process": process_token(dead.pid), "runtime": "local",
+        "environments": [NEW_ENV]}))
+    assert warm_service(settings, "local", [NEW_ENV]) is None
+    (tmp_path / "up.json").write_text("{not json")
+    assert warm_service(settings, "local", [NEW_ENV]) is None

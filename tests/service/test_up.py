@@ -53,13 +53,45 @@ def test_up_serves_and_runs_with_no_external_service(tmp_path: Path, test_home: 
         assert (home / "tvmrepro.sqlite").exists() and (home / "broker.sqlite").exists()
         assert httpx.get(f"{url}/healthz").json()["status"] == "ok"
         worker_pid = _worker_pid(home)
+        _check_run_local_takes_the_warm_sandboxes(tvmrepro, environ, url, runs)
     finally:
         os.kill(up.pid, signal.SIGTERM)
         up.wait(30)
+    assert not (home / "up.json").exists(), "the announcement outlived `tvmrepro up`"
     deadline = time.monotonic() + 30
     while pid_alive(worker_pid):  # the worker goes with it
         assert time.monotonic() < deadline, "the worker outlived `tvmrepro up`"
         time.sleep(0.2)
+
+
+def _check_run_local_takes_the_warm_sandboxes(tvmrepro: str, environ: dict[str, str], url: str,
+                                              service_runs: list[dict[str, object]]) -> None:
+    """`run --local` on the home of a live `up` runs on its worker (a new job there, the cache
+    bypassed, the same answers); with --cold it starts its own sandbox (no job there)."""
+    case = str(shared_case("tvm-17357/case.json"))
+
+    def jobs() -> int:
+        return int(httpx.get(f"{url}/api/v1/jobs").json()["total"])
+
+    before = jobs()
+    proc = subprocess.run([tvmrepro, "run", "--local", "--env", NEW_ENV, case, "--json"],
+                          env=environ, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert f"warm sandboxes of `tvmrepro up` at {url}" in proc.stderr
+    warm = json.loads(proc.stdout)["runs"]
+    assert jobs() == before + 1
+    newest = httpx.get(f"{url}/api/v1/jobs", params={"limit": 1}).json()["jobs"][0]["id"]
+    assert [run["cached"] for run in httpx.get(f"{url}/api/v1/jobs/{newest}").json()["runs"]] == [
+        False, False]  # run again although the same case's results are stored
+    assert [(r["variant"], r["status"], r["signature"]) for r in warm] == [
+        (r["variant"], r["status"], r["signature"]) for r in service_runs]
+
+    proc = subprocess.run([tvmrepro, "run", "--local", "--cold", "--env", NEW_ENV, case,
+                           "--variant", "fusetir-once", "--json"],
+                          env=environ, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "warm sandboxes" not in proc.stderr and jobs() == before + 1
+    assert json.loads(proc.stdout)["runs"][0]["signature"] == warm[0]["signature"]
 
 
 def _worker_pid(home: Path) -> int:
