@@ -1,5 +1,5 @@
 """`python -m cli`: the same as the `tvmrepro` command."""
 
-from cli.cli import main
+from cli.cli import entry
 
-main()
+entry()

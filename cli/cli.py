@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,15 @@ from tvmrepro.settings import Settings
 @click.version_option(package_name="tvmrepro", prog_name="tvmrepro")
 def main() -> None:
     """Run TVM bug reports on pinned TVM versions: what happens, where, and since when."""
+
+
+def entry() -> None:
+    """The `tvmrepro` command (and `python -m cli`)."""
+    # httpcore imports trio whenever it is installed (the dev tools bring it, for the browser
+    # tests): 0.15 s of every command, none of which uses it. Marked absent in the command's own
+    # process only: a test process that drives a browser needs it.
+    sys.modules.setdefault("trio", None)  # type: ignore[arg-type]
+    main()
 
 
 @main.group()
