@@ -1,29 +1,25 @@
 """All configuration, read from TVMREPRO_* (and a few standard) environment variables in one place.
 
-`Settings.from_env()` is the one reader (pydantic-settings): a field `port` is read
-from TVMREPRO_PORT, except REDIS_URL, DATABASE_URL and DOCKER_HOST, which keep
-their usual names. An empty variable counts as unset. A value that does not
+`Settings.from_env()` is the one reader: a field `port` is read from TVMREPRO_PORT,
+except REDIS_URL, DATABASE_URL and DOCKER_HOST, which keep their usual names. Names
+match in any case (tvmrepro_port too) and an empty variable counts as unset. The
+strings are parsed by pydantic as keyword arguments would be; a value that does not
 parse raises BadInput naming the variable, e.g. `TVMREPRO_PORT: not an integer: 'abc'`.
+
+A plain pydantic model, not pydantic-settings: every process imports this module
+first, and pydantic-settings' own imports (asyncio, importlib.metadata, the cloud
+secret sources) cost more at startup than this reader does.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
-from pydantic_settings import (
-    BaseSettings,
-    EnvSettingsSource,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-)
-from pydantic_settings.sources.utils import parse_env_vars
 
 from tvmrepro.errors import BadInput, ReproError
 
@@ -65,28 +61,20 @@ WARM_SANDBOXES = 1
 WARM_IDLE_S = 900.0
 ENV_PREFIX = "TVMREPRO_"
 
-# The variables from_env() reads: os.environ unless a mapping is given (tests pass their own).
-_environ: ContextVar[Mapping[str, str] | None] = ContextVar("tvmrepro_environ", default=None)
-
 # How a value that does not parse is described (pydantic's error type -> words).
 _PROBLEMS = {"int_parsing": "not an integer", "int_from_float": "not an integer",
              "float_parsing": "not a number", "bool_parsing": "not a boolean"}
 
 
-class _EnvironSource(EnvSettingsSource):
-    """The environment variables of one mapping instead of always os.environ."""
+class Settings(BaseModel):
+    """Everything tvm-repro can be configured with; `from_env()` is the one reader.
 
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        environ = _environ.get()
-        return parse_env_vars(os.environ if environ is None else environ, self.case_sensitive,
-                              self.env_ignore_empty, self.env_parse_none_str)
+    Keyword construction (`Settings(home=...)`) takes the keywords and the defaults only.
+    """
 
-
-class Settings(BaseSettings):
-    """Everything tvm-repro can be configured with; `from_env()` is the one reader."""
-
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, frozen=True,
-                                      extra="ignore", validate_by_name=True)
+    # validate_default: the defaults pass the same constraints and validators as values read.
+    model_config = ConfigDict(frozen=True, extra="ignore", validate_by_name=True,
+                              validate_default=True)
 
     home: Path = DEFAULT_HOME
     server: str = DEFAULT_SERVER
@@ -127,22 +115,17 @@ class Settings(BaseSettings):
         return value.expanduser() if value is not None else None
 
     @classmethod
-    def settings_customise_sources(
-            cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-            env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
-            file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Keyword arguments, then the environment variables; no .env or secrets files."""
-        return init_settings, _EnvironSource(settings_cls)
-
-    @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Read settings from environment variables (os.environ by default); BadInput names one."""
-        with _reading(environ):
-            try:
-                return cls()
-            except ValidationError as exc:
-                raise _bad_variable(exc) from exc
+        # Upper-cased, so that a variable matches in any case; empty ones count as unset.
+        given = {name.upper(): value for name, value in
+                 (os.environ if environ is None else environ).items() if value}
+        values = {field: given[variable] for field in cls.model_fields
+                  if (variable := variable_name(field)) in given}
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise _bad_variable(exc) from exc
 
     def ensure_home(self) -> Path:
         """Create TVMREPRO_HOME if it is missing; a fault names the path and why it failed."""
@@ -176,15 +159,6 @@ class Settings(BaseSettings):
     def work_dir(self) -> Path:
         """Scratch space for runs (each run gets its own subdirectory, removed afterwards)."""
         return self.home / "work"
-
-
-@contextmanager
-def _reading(environ: Mapping[str, str] | None) -> Iterator[None]:
-    token = _environ.set(environ)
-    try:
-        yield
-    finally:
-        _environ.reset(token)
 
 
 def variable_name(field: str) -> str:
