@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from importlib.util import cache_from_source
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,10 @@ def test_a_changed_pin_republishes_without_a_gap(tvm_envs: dict, settings: Setti
     env = tvm_envs[NEW_ENV]
     provision(fresh, env)
     first = (home / "envs" / NEW_ENV).resolve()
+    # Compiled when made: a sandbox cannot write bytecode, and would compile TVM in every run.
+    package = next(first.glob("lib/python*/site-packages/tvm"))
+    assert [source for source in package.rglob("*.py")
+            if not Path(cache_from_source(str(source))).exists()] == []
     repinned = Environment(**{**env.__dict__, "packages": {**env.packages, "pytest": "9.1.0"}})
     assert provision(fresh, repinned)["packages"]["pytest"] == "9.1.0"
     second = (home / "envs" / NEW_ENV).resolve()
@@ -132,6 +137,10 @@ def test_reprovisioning_keeps_the_build_a_run_is_using(tvm_envs: dict, settings:
     env = tvm_envs[NEW_ENV]
     provision(fresh, env)
     first = (home / "envs" / NEW_ENV).resolve()
+    # Compiled when made: a sandbox cannot write bytecode, and would compile TVM in every run.
+    package = next(first.glob("lib/python*/site-packages/tvm"))
+    assert [source for source in package.rglob("*.py")
+            if not Path(cache_from_source(str(source))).exists()] == []
     results = []
     runner = threading.Thread(daemon=True, target=lambda: results.append(run_variant(
         parse_case({"script": IN_FLIGHT, "timeout_s": 300}), "script", env, LocalRuntime(fresh),

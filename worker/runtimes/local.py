@@ -19,6 +19,7 @@ the child cannot reach (sandbox.py). A worker keeps such sandboxes warm
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import os
 import resource
@@ -116,6 +117,9 @@ class LocalRuntime:
         self.served: dict[str, Environment] = {}  # the pool's environments, by id
         self.reserved: Reserved[LocalSandbox] = Reserved()
         self.sweep_rundirs()
+        # The harness's bytecode next to it (the environments' Python is this one's minor
+        # version): the sandbox mounts it read-only and would compile it from source every run.
+        compileall.compile_dir(str(HARNESS_DIR), quiet=2)
 
     def sweep_rundirs(self) -> list[Path]:
         """Remove the sandbox directories of processes that are gone (a worker killed mid-run)."""
