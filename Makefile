@@ -32,6 +32,8 @@ hostile: export TVMREPRO_WITH_DOCKER ?= 1
 hostile: setup
 	.venv/bin/pytest tests/hostile -q
 
+# The Docker runtime's warm/cold line needs the engine: setup installs it (as root), as for check.
+bench: export TVMREPRO_WITH_DOCKER ?= 1
 bench: setup
 	.venv/bin/python bench/service_vs_bare.py
 	.venv/bin/python bench/warm_ratios.py

@@ -197,16 +197,19 @@ def serve(target: str, workdir: str, warm: Callable[[], None], runner: Runner) -
     """Warm up, wait for one request, run it in a child, report; exit as the child did."""
     channel = Channel(target)
     _nondumpable()
+    # What the imports make (about 90,000 objects with TVM) lives as long as the process: the
+    # collector stays off while they run (a tenth of the import), then it is frozen: the child's
+    # collections skip it (a TVMScript parse triggers many; 10-20% of a case's time) and leave
+    # its pages shared instead of copying them on the fork.
+    gc.disable()
     warm()
-    # What the imports made (about 90,000 objects with TVM) lives as long as the process:
-    # frozen, the child's collections skip it (a TVMScript parse triggers many; 10-20% of a
-    # case's time) and leave its pages shared instead of copying them on the fork.
     gc.freeze()
     channel.write({"event": "ready"})
     request = read_request(0)
     kills_before = oom_kills()
     pipe = os.pipe()
     pid = os.fork()
+    gc.enable()  # the case runs with the collector on, as in a plain run
     if pid == 0:
         _child(channel, pipe, request, workdir, runner)
     os.close(pipe[1])
