@@ -63,8 +63,10 @@ def announced(settings: Settings, url: str, envs: list[Environment]) -> Iterator
     try:
         yield
     finally:
-        with contextlib.suppress(OSError, ValueError):  # another `up` may have taken over
-            if json.loads(path.read_text()).get("process") == token:
+        # Only this process removes it: the API's processes are forked from it and unwind through
+        # here when they exit; and another `up` may have taken over since.
+        with contextlib.suppress(OSError, ValueError):
+            if process_token() == token and json.loads(path.read_text()).get("process") == token:
                 path.unlink()
 
 
@@ -97,6 +99,8 @@ def up(settings: Settings, envs: list[Environment], host: str, port: int) -> Non
         with announced(settings, local_url(host, port), envs):
             serve(settings, host, port)
     finally:
+        # (An API process that gunicorn forked from this one unwinds through here too when it
+        # exits; the worker is not its child, so its Popen neither signals nor waits for it.)
         worker.terminate()
         try:
             worker.wait(WORKER_STOP_S)

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from tests.conftest import NEW_ENV, REPO, shared_case
@@ -54,6 +55,7 @@ def test_up_serves_and_runs_with_no_external_service(tmp_path: Path, test_home: 
         assert httpx.get(f"{url}/healthz").json()["status"] == "ok"
         worker_pid = _worker_pid(home)
         _check_run_local_takes_the_warm_sandboxes(tvmrepro, environ, url, runs)
+        _check_an_api_process_exiting_keeps_the_announcement(up.pid, worker_pid, home)
     finally:
         os.kill(up.pid, signal.SIGTERM)
         up.wait(30)
@@ -92,6 +94,16 @@ def _check_run_local_takes_the_warm_sandboxes(tvmrepro: str, environ: dict[str, 
     assert proc.returncode == 0, proc.stderr
     assert "warm sandboxes" not in proc.stderr and jobs() == before + 1
     assert json.loads(proc.stdout)["runs"][0]["signature"] == warm[0]["signature"]
+
+
+def _check_an_api_process_exiting_keeps_the_announcement(up_pid: int, worker_pid: int,
+                                                home: Path) -> None:
+    """gunicorn forks the API's processes from `up`; one that exits (a graceful restart) unwinds
+    through `up`'s code: the announcement must stay."""
+    api = next(p for p in psutil.Process(up_pid).children() if p.pid != worker_pid)
+    api.terminate()
+    api.wait(30)
+    assert (home / "up.json").exists(), "an API process removed the announcement"
 
 
 def _worker_pid(home: Path) -> int:
