@@ -110,7 +110,7 @@ def warm_up() -> None:
     from . import extract, reduce_module  # noqa: F401  (the extract and check modes)
 
     # TVMScript's parser calls inspect.stack(), whose first call maps every loaded module to its
-    # file (over a thousand with TVM: 0.1-0.2 s of each parse); made here once, the child
+    # file (over a thousand with TVM: 0.1-0.2 s of a run's first parse); made here once, the child
     # inherits the map. It is the standard library's cache: what the case sees is the same.
     inspect.stack()
 
