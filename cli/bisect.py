@@ -27,7 +27,6 @@ from tvmrepro.cases import Case, load_case_file
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.fanout import fan_out
-from tvmrepro.lifecycle import JobStatus
 from tvmrepro.settings import Settings
 
 CLI_FIELDS = {"variant": "--variant", "environments": "--env", "reference": "--reference",
@@ -106,7 +105,7 @@ def bisect_remotely(case: Case, options: Options, server: str, tick: Tick) -> tu
         found = job.bisect.model_dump(mode="json") if job.bisect else {}
         if "progress" in found:
             tick(found["progress"]["done"], found["progress"]["total"])
-        if job.status in (JobStatus.DONE, JobStatus.FAILED):
+        if job.status.finished:
             return job.id, found
         time.sleep(POLL_S)
         job = client.job(job.id)

@@ -16,7 +16,6 @@ from cli.remote import POLL_S, ApiClient, ServiceError
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput
-from tvmrepro.lifecycle import JobStatus
 from tvmrepro.models import JobView
 from tvmrepro.settings import Settings
 from worker.runtimes.base import Runtime
@@ -60,7 +59,7 @@ def write_case(output: Path | None, case: dict[str, Any]) -> None:
 def _follow(client: ApiClient, job: JobView, kind: str, progress: Progress) -> JobView:
     """Poll the job until it is finished, telling `progress` each new step."""
     said = None
-    while job.status not in (JobStatus.DONE, JobStatus.FAILED):
+    while not job.status.finished:
         time.sleep(POLL_S)
         job = client.job(job.id)
         found = job.reduce if kind == "reduce" else job.extract

@@ -110,6 +110,10 @@ class ApiClient:
         found: dict[str, Any] = self._call("GET", f"/api/v1/jobs/{job_id}/runs/{run_id}")
         return found
 
+    def results(self, job: JobView) -> list[dict[str, Any]]:
+        """The full results of a finished job's runs, in its order."""
+        return [self.result(job.id, run.id) for run in job.runs]
+
 
     def jobs(self, limit: int, offset: int = 0) -> JobList:
         """A page of jobs, newest first."""
@@ -154,7 +158,7 @@ def follow(client: ApiClient, job: JobView, console: Console) -> JobView:
             for run in job.runs:
                 progress.update(tasks[run.id], state=_describe(run),
                                 completed=1 if run.state == RunState.DONE else 0)
-            if job.status in (JobStatus.DONE, JobStatus.FAILED):
+            if job.status.finished:
                 return job
             time.sleep(POLL_S)
             job = client.job(job.id)
@@ -196,15 +200,20 @@ def matrix_view(job: JobView) -> Group:
     return Group(*parts)
 
 
+def run_job(case: Case, envs: list[Environment] | None, variants: list[str],
+            bypass_cache: bool, queue: bool = False) -> dict[str, Any]:
+    """The body of POST /jobs for a run job (no environments: every served one)."""
+    return {"kind": "run", "case": case.model_dump(mode="json", exclude_defaults=True),
+            "environments": [env.id for env in envs] if envs else "all",
+            "variants": variants, "bypass_cache": bypass_cache, "wait": queue}
+
+
 def run_remotely(case: Case, envs: list[Environment] | None, variants: list[str], server: str,
                  as_json: bool, wait: bool = True, bypass_cache: bool = False,
                  queue: bool = False) -> None:
     """Submit a case to the service, wait for it, print the matrix (or JSON)."""
     client = ApiClient(server)
-    body = {"kind": "run", "case": case.model_dump(mode="json", exclude_defaults=True),
-            "environments": [env.id for env in envs] if envs else "all",
-            "variants": variants, "bypass_cache": bypass_cache, "wait": queue}
-    job = client.submit(body)
+    job = client.submit(run_job(case, envs, variants, bypass_cache, queue))
     console = error_console()
     console.print(f"job {job.id} at {server}", highlight=False)
     if not wait:  # the id on stdout, for scripts: tvmrepro report "$(tvmrepro run ... --no-wait)"
@@ -218,8 +227,7 @@ def run_remotely(case: Case, envs: list[Environment] | None, variants: list[str]
                           highlight=False)
     job = follow(client, job, console)
     if as_json:
-        runs = [client.result(job.id, run.id) for run in job.runs]
-        print_json({"runs": runs, "job": job.model_dump(mode="json")})
+        print_json({"runs": client.results(job), "job": job.model_dump(mode="json")})
         return
     Console(width=max(Console().width, 120)).print(matrix_view(job))
 
@@ -229,10 +237,8 @@ def run_on_service(case: Case, envs: list[Environment], variants: list[str],
     """Run every variant in every environment on the service at `server`, its cache bypassed,
     and return the runs' full results, as a run here would (`run --local` beside `up`)."""
     client = ApiClient(server, reconnect_s=0)
-    body = {"kind": "run", "case": case.model_dump(mode="json", exclude_defaults=True),
-            "environments": [env.id for env in envs], "variants": variants, "bypass_cache": True}
-    job = client.submit(body)
-    while job.status not in (JobStatus.DONE, JobStatus.FAILED):
+    job = client.submit(run_job(case, envs, variants, bypass_cache=True))
+    while not job.status.finished:
         time.sleep(WARM_POLL_S)
         job = client.job(job.id)
-    return [client.result(job.id, run.id) for run in job.runs]
+    return client.results(job)

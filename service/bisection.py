@@ -63,7 +63,6 @@ def read_bisect(store: Store, catalog: Catalog, publish: Publish,
 
 def bisect_status(status: JobStatus, bisect: Bisection | None) -> JobStatus:
     """A bisection with probes still to plan is running, even when every run so far is done."""
-    if bisect is not None and not bisect.finished and status in (JobStatus.DONE,
-                                                                 JobStatus.FAILED):
+    if bisect is not None and not bisect.finished and status.finished:
         return JobStatus.RUNNING
     return status

@@ -36,6 +36,11 @@ class JobStatus(str, Enum):
     DONE = "done"  # every run has a result
     FAILED = "failed"  # every run has a result, and each is an infra_error
 
+    @property
+    def finished(self) -> bool:
+        """Whether every run has its result (done or failed): a client stops waiting."""
+        return self in (JobStatus.DONE, JobStatus.FAILED)
+
 
 class Action(str, Enum):
     """What a worker should do with a delivered run."""
