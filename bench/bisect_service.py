@@ -23,7 +23,6 @@ import statistics
 import sys
 import time
 import uuid
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +37,7 @@ from bench.service_vs_bare import (  # noqa: E402
     BENCH_REDIS_URL,
     POLL_S,
     Service,
+    stored_at,
     summary,
     time_bare,
 )
@@ -64,7 +64,7 @@ def time_bisect(service: Service, case: dict[str, Any], envs: list[str],
     if any(run["cached"] for run in runs):
         raise SystemExit("a probe was served from the cache")
     results = [run["result"] or {} for run in runs]
-    stored = max(datetime.fromisoformat(run["finished_at"]).timestamp() for run in runs)
+    stored = max(stored_at(run) for run in runs)
     return {"e2e": stored - submitted, "runs": len(runs),
             "warm": sum(bool(r.get("isolation", {}).get("warm")) for r in results),
             "sandbox": sum(r.get("seconds", {}).get("total", 0.0) for r in results),

@@ -100,6 +100,11 @@ def bare_script(settings: Settings, env_id: str, case: dict[str, Any], variant: 
     return script
 
 
+def stored_at(run: dict[str, Any]) -> float:
+    """When the worker stored a run's result (its `finished_at`), as a Unix time."""
+    return datetime.fromisoformat(run["finished_at"]).timestamp()
+
+
 def time_bare(python: Path, script: Path) -> float:
     """Seconds for one cold `python repro.py`."""
     started = time.perf_counter()
@@ -167,7 +172,7 @@ class Service:
             time.sleep(POLL_S)
             job = self.http.get(f"/api/v1/jobs/{job['id']}").json()
         (run,) = job["runs"]
-        stored = datetime.fromisoformat(run["finished_at"]).timestamp()
+        stored = stored_at(run)
         return {"e2e": stored - submitted, "sandbox": run["result"]["seconds"]["total"]}
 
     def settle(self) -> None:

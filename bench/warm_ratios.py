@@ -5,7 +5,8 @@ Measured side by side in one run (interleaved where each sample is one run):
   arrives), and `tvmrepro run --local` on the home of a running `tvmrepro up` (embedded broker,
   SQLite), which hands the run to that worker's warm sandbox, each against one bare run;
 - throughput: 20 runs through the service (Redis broker, a worker of concurrency 2,
-  warm sandboxes, cache bypassed), submitted at once, against `xargs -P2` of 20 bare runs;
+  warm sandboxes, cache bypassed), submitted at once, against `xargs -P2` of 20 bare runs,
+  and the machine's CPU seconds per run of each (on two busy cores, what bounds throughput);
 - a cache hit: submit -> the job's answer (done), for a case already run, once each API
   process has answered a few (its first requests pay imports and compile caches): the
   median of HITS_PER_ROUND hits per round;
@@ -27,7 +28,6 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from bench.service_vs_bare import (  # noqa: E402
     POLL_S,
     Service,
     bare_script,
+    stored_at,
     summary,
     time_bare,
 )
@@ -84,8 +85,9 @@ def time_xargs(python: Path, script: Path, count: int) -> tuple[float, float]:
 
 
 def machine_cpu() -> float:
-    """CPU seconds the whole machine has been busy: a sandbox's reach no rusage of its worker
-    (bubblewrap's processes), and the service's CPU is also the API's, Redis's, the poller's."""
+    """CPU seconds the whole machine has been busy. Not the service's processes' own: a sandbox's
+    CPU reaches no rusage of its worker (bubblewrap's processes are not waited for by it), and the
+    service's work is also the API's, Redis's and this poller's."""
     times = psutil.cpu_times()
     return times.user + times.nice + times.system + times.irq + times.softirq
 
@@ -101,11 +103,8 @@ def time_burst(service: Service, case: dict[str, Any], env_id: str, variant: str
         time.sleep(POLL_S)
         page = service.http.get("/api/v1/jobs", params={"limit": count}).json()["jobs"]
         pending -= {job["id"] for job in page if job["done"] == job["runs"]}
-    stored = 0.0
-    for job_id in ids:
-        job = service.http.get(f"/api/v1/jobs/{job_id}").json()
-        stored = max(stored, *(datetime.fromisoformat(run["finished_at"]).timestamp()
-                               for run in job["runs"]))
+    stored = max(stored_at(run) for job_id in ids
+                 for run in service.http.get(f"/api/v1/jobs/{job_id}").json()["runs"])
     return stored - started
 
 
@@ -156,9 +155,10 @@ def main() -> None:
     prefix = f"tvmrepro-bench-{uuid.uuid4().hex[:12]}:"
     service = Service("redis-c2", settings.envs_dir, env.id, BENCH_REDIS_URL, prefix,
                       concurrency=2)
-    up = Service("up", settings.envs_dir, env.id, None, up=True)
+    up: Service | None = None
     samples: dict[str, list[float]] = {"bare": [], "local": [], "local_up": [], "cache": []}
     try:
+        up = Service("up", settings.envs_dir, env.id, None, up=True)
         service.time_job(case, env.id, args.variant)  # warm-up, and the result the hits read
         warm_up_api(service, case, env.id, args.variant)
         time_local(CASE, env.id, args.variant, beside=up)  # its API's first requests
@@ -182,7 +182,8 @@ def main() -> None:
         burst_cpu = machine_cpu() - cpu_before
     finally:
         service.stop()
-        up.stop()
+        if up is not None:
+            up.stop()
         bench_redis = redis.Redis.from_url(BENCH_REDIS_URL)
         for key in bench_redis.scan_iter(match=f"{prefix}*"):
             bench_redis.delete(key)
