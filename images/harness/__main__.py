@@ -30,9 +30,16 @@ from .tracing import Tracer, pass_path_of, stage_of
 
 def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="harness", description=__doc__)
-    parser.add_argument("--events", required=True, help="fd:N or a file path for the events")
+    parser.add_argument("--events", help="fd:N or a file path for the events")
     parser.add_argument("--workdir", type=Path, default=Path.cwd(), help="writable scratch dir")
-    return parser.parse_args(argv)
+    parser.add_argument("--zygote", action="store_true",
+                        help="fork sandboxes on request (zygote.py) instead of running one case")
+    parser.add_argument("--control", help="the zygote's control socket, fd:N")
+    parser.add_argument("--seccomp", help="the zygote's sandboxes' seccomp filter (BPF), fd:N")
+    args = parser.parse_args(argv)
+    if not (args.control and args.seccomp if args.zygote else args.events):
+        parser.error("--events, or --zygote with --control and --seccomp, is required")
+    return args
 
 
 def _tvm_facts(tvm: Any) -> dict[str, Any]:
@@ -141,10 +148,16 @@ def run_request(request: dict[str, Any], events: str, workdir: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Supervise one request: warm up, wait for it on stdin, run it in a child, report."""
+    """Supervise one request: warm up, wait for it on stdin, run it in a child, report; or, as
+    a zygote, warm up once and fork such supervisors on request."""
+    args = _parse_args(sys.argv[1:] if argv is None else argv)
+    if args.zygote:
+        from .zygote import serve_forks
+
+        serve_forks(args.control, args.seccomp, warm_up, run_request)
+        return
     from .supervisor import serve
 
-    args = _parse_args(sys.argv[1:] if argv is None else argv)
     serve(args.events, str(args.workdir), warm_up, run_request)
 
 

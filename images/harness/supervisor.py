@@ -193,17 +193,30 @@ def _exit_event(status: int, usage: Any, kills_before: int | None) -> dict[str, 
                           if kills_after is not None and kills_before is not None else None)}
 
 
+def warm_frozen(warm: Callable[[], None]) -> None:
+    """Import what every run needs, then freeze it for the collector.
+
+    What the imports make (about 90,000 objects with TVM) lives as long as the process: the
+    collector stays off while they run (a tenth of the import), then it is frozen: the child's
+    collections skip it (a TVMScript parse triggers many; 10-20% of a case's time) and leave
+    its pages shared instead of copying them on the fork. The collector is enabled again in
+    the case's process (serve_warm).
+    """
+    gc.disable()
+    warm()
+    gc.freeze()
+
+
 def serve(target: str, workdir: str, warm: Callable[[], None], runner: Runner) -> None:
     """Warm up, wait for one request, run it in a child, report; exit as the child did."""
     channel = Channel(target)
     _nondumpable()
-    # What the imports make (about 90,000 objects with TVM) lives as long as the process: the
-    # collector stays off while they run (a tenth of the import), then it is frozen: the child's
-    # collections skip it (a TVMScript parse triggers many; 10-20% of a case's time) and leave
-    # its pages shared instead of copying them on the fork.
-    gc.disable()
-    warm()
-    gc.freeze()
+    warm_frozen(warm)
+    serve_warm(channel, workdir, runner)
+
+
+def serve_warm(channel: Channel, workdir: str, runner: Runner) -> None:
+    """Say ready, wait for one request, run it in a child, report; exit as the child did."""
     channel.write({"event": "ready"})
     request = read_request(0)
     kills_before = oom_kills()

@@ -44,12 +44,15 @@ def test_a_sandbox_idle_past_the_setting_is_stopped_and_removed(
         key = (env.id, Limits.pooled(runtime.settings))
         deadline = time.monotonic() + WARM_WAIT_S
         (_, sandbox), = runtime.pool.waiting[key]
-        assert sandbox.alive() and sandbox.rundir.exists()
-        # The reaper looks every IDLE_S / 4: gone within a few of its rounds past IDLE_S.
-        while runtime.pool.count(key) > 0 or sandbox.rundir.exists():
+        zygote = runtime.zygotes[env.id]  # the sandbox was forked by it
+        assert sandbox.alive() and zygote.alive() and zygote.rundir.exists()
+        # The reaper looks every IDLE_S / 4: gone within a few of its rounds past IDLE_S, the
+        # sandbox first, then the zygote (idle as long, none of its sandboxes left).
+        while runtime.pool.count(key) > 0 or runtime.zygotes or zygote.rundir.exists():
             assert time.monotonic() < deadline, "the idle sandbox was never reaped"
             time.sleep(0.1)
-        assert not sandbox.alive() and sandbox.discarded  # its hold on the build let go too
+        assert not sandbox.alive() and sandbox.discarded
+        assert not zygote.alive()  # its hold on the build let go too
         assert runtime.pool.count(key) == 0  # not replaced: nothing asked for one
     finally:
         runtime.close()

@@ -70,7 +70,7 @@ def test_each_sandbox_runs_one_case_and_is_replaced(warm: LocalRuntime,
     assert one.status == "ok", one.log.stderr[-2000:]
     assert first.proc.poll() is not None  # used once, then ended
     second = waiting_sandbox(warm, env)
-    assert second is not first and second.proc.pid != first.proc.pid
+    assert second is not first and second.proc is not first.proc
     two = run_warm(warm, env, "print('again')\n")
     assert two.status == "ok" and two.log.stdout == "again\n"
     assert two.isolation["uid"] != one.isolation["uid"]
@@ -81,7 +81,7 @@ def test_a_sandbox_that_died_while_waiting_costs_no_run(warm: LocalRuntime,
                                                         tvm_envs: dict[str, Environment]) -> None:
     env = tvm_envs[NEW_ENV]
     doomed = waiting_sandbox(warm, env)
-    os.killpg(doomed.proc.pid, signal.SIGKILL)
+    doomed.proc.kill_tree()
     doomed.proc.wait()
     result = run_variant(parse_case({"script": "print('fine')\n"}), "script", env, warm)
     assert result.status == "ok" and result.log.stdout == "fine\n", result.log.stderr[-2000:]

@@ -227,11 +227,16 @@ def fingerprint_tvm(facts: dict[str, Any] | None) -> dict[str, Any] | None:
     return {k: facts[k] for k in ("version", "libinfo", "packages", "python") if k in facts}
 
 
+def rlimit_names(limits: Limits) -> dict[str, int]:
+    """The sandbox process's own rlimits (resource module names), before its supervisor starts."""
+    return {"RLIMIT_AS": limits.memory_mb << 20, "RLIMIT_CPU": limits.cpu_seconds,
+            "RLIMIT_NPROC": limits.pids, "RLIMIT_FSIZE": limits.file_size,
+            "RLIMIT_NOFILE": limits.open_files, "RLIMIT_CORE": 0}
+
+
 def rlimit_setter(limits: Limits) -> dict[int, int]:
-    """The sandbox process's own rlimits (resource constants), before its supervisor starts."""
-    return {resource.RLIMIT_AS: limits.memory_mb << 20, resource.RLIMIT_CPU: limits.cpu_seconds,
-            resource.RLIMIT_NPROC: limits.pids, resource.RLIMIT_FSIZE: limits.file_size,
-            resource.RLIMIT_NOFILE: limits.open_files, resource.RLIMIT_CORE: 0}
+    """rlimit_names as resource constants."""
+    return {getattr(resource, name): value for name, value in rlimit_names(limits).items()}
 
 
 class CappedOutput:

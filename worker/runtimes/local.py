@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import compileall
 import contextlib
+import logging
 import os
 import resource
 import secrets
 import shutil
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable, Hashable
@@ -39,6 +41,7 @@ from tvmrepro.liveness import pid_alive
 from tvmrepro.settings import Settings
 from worker.provision import collect_builds, in_use, provision, read_fingerprint
 from worker.runtimes.base import (
+    WORKDIR_INODES,
     Execution,
     Limits,
     SandboxJob,
@@ -47,8 +50,16 @@ from worker.runtimes.base import (
     rlimit_setter,
 )
 from worker.runtimes.pool import Reserved, WarmPool, warm_at_start
-from worker.runtimes.sandbox import LocalSandbox, args_fd, seccomp_fd, with_workdir_tmpfs
+from worker.runtimes.sandbox import (
+    LocalSandbox,
+    TreePopen,
+    args_fd,
+    seccomp_fd,
+    with_workdir_tmpfs,
+)
+from worker.runtimes.zygote import Zygote, control_pair, log_tail
 
+log = logging.getLogger(__name__)
 SANDBOX_UID_RANGE = (200_000, 260_000)  # fresh uid per run: RLIMIT_NPROC counts per uid
 # Inside the sandbox: where the environment, the harness and the work dir appear.
 ENV_MOUNT, HARNESS_MOUNT, WORK_MOUNT = "/mnt/env", "/mnt/harness", "/mnt/work"
@@ -57,6 +68,11 @@ HAND_OVER_ATTEMPTS = 3  # sandboxes that died before taking the case cost no run
 ROOT_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime",
              "nsswitch.conf")
+
+
+def fresh_uid() -> int:
+    """A sandbox's uid, drawn afresh for each: RLIMIT_NPROC counts processes per uid."""
+    return SANDBOX_UID_RANGE[0] + secrets.randbelow(SANDBOX_UID_RANGE[1] - SANDBOX_UID_RANGE[0])
 
 
 def sandbox_environ() -> dict[str, str]:
@@ -116,6 +132,10 @@ class LocalRuntime:
         self.pool: WarmPool[LocalSandbox] | None = None
         self.served: dict[str, Environment] = {}  # the pool's environments, by id
         self.reserved: Reserved[LocalSandbox] = Reserved()
+        # A zygote per environment forks the pool's sandboxes (zygote.py); off after one failed.
+        self.zygotes: dict[str, Zygote] = {}
+        self.forking = self.bwrap is not None
+        self.zygotes_lock = threading.Lock()  # the pool's starter forks, its reaper stops
         self.sweep_rundirs()
         # The harness's bytecode next to it (the environments' Python is this one's minor
         # version): the sandbox mounts it read-only and would compile it from source every run.
@@ -141,26 +161,35 @@ class LocalRuntime:
             kind = "rlimits"
         return {"runtime": "local", "sandbox": kind, "network": "none" if kind != "rlimits" else "host"}
 
+    def _bwrap_options(self, envdir: Path, rundir: Path, uid: int, limits: Limits) -> list[str]:
+        """What a sandbox and a zygote share: the root, the mounts, the namespaces."""
+        base_prefix = Path(os.path.realpath(envdir / "bin" / "python")).parent.parent
+        # The directories bwrap makes above it copy the host's modes (/root is 0700): opened up,
+        # else the sandbox's uid cannot reach the interpreter's standard library.
+        reach = [] if base_prefix.is_relative_to("/usr") else [
+            arg for parent in reversed(base_prefix.parents[:-1]) for arg in ("--chmod", "0755",
+                                                                             str(parent))]
+        return [*minimal_root(rundir, uid), "--dev", "/dev", "--proc", "/proc",
+                "--perms", "1777", "--size", str(limits.tmpfs_mb << 20), "--tmpfs", "/tmp",
+                # multiprocessing's locks and pools need a writable /dev/shm, as under Docker.
+                "--perms", "1777", "--size", str(limits.tmpfs_mb << 20), "--tmpfs", "/dev/shm",
+                "--ro-bind", str(base_prefix), str(base_prefix), *reach,
+                "--perms", "0755", "--tmpfs", "/mnt", "--perms", "0755", "--dir", HARNESS_MOUNT,
+                "--ro-bind", str(envdir), ENV_MOUNT,
+                "--ro-bind", str(HARNESS_DIR), f"{HARNESS_MOUNT}/harness",
+                "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+                "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+                "--hostname", "sandbox"]
+
     def _command(self, envdir: Path, rundir: Path, uid: int, limits: Limits,
                  events_fd: int) -> tuple[list[str], list[int]]:
         """The sandbox's command line and the descriptors it reads (bwrap's args and filter)."""
         harness = ["-m", "harness", "--events", f"fd:{events_fd}", "--workdir", WORK_MOUNT]
         if not self.bwrap:
             return self._fallback_command(envdir, rundir, harness), []
-        base_prefix = Path(os.path.realpath(envdir / "bin" / "python")).parent.parent
-        options = [*minimal_root(rundir, uid), "--dev", "/dev", "--proc", "/proc",
-                   "--perms", "1777", "--size", str(limits.tmpfs_mb << 20), "--tmpfs", "/tmp",
-                   # multiprocessing's locks and pools need a writable /dev/shm, as under Docker.
-                   "--perms", "1777", "--size", str(limits.tmpfs_mb << 20), "--tmpfs", "/dev/shm",
-                   "--ro-bind", str(base_prefix), str(base_prefix),
-                   "--perms", "0755", "--tmpfs", "/mnt", "--perms", "0755", "--dir", HARNESS_MOUNT,
-                   "--ro-bind", str(envdir), ENV_MOUNT,
-                   "--ro-bind", str(HARNESS_DIR), f"{HARNESS_MOUNT}/harness",
+        options = [*self._bwrap_options(envdir, rundir, uid, limits),
                    "--bind", str(rundir / "work"), WORK_MOUNT, "--chdir", WORK_MOUNT,
                    "--remount-ro", "/",  # the root's own tmpfs (/etc, the mount points) too
-                   "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
-                   "--unshare-cgroup-try", "--die-with-parent", "--new-session",
-                   "--hostname", "sandbox",
                    # bwrap needs DAC_OVERRIDE to enter the work dir (the sandbox uid's, 0700),
                    # setpriv SETUID/SETGID to become that uid and SETPCAP to empty the bounding
                    # set (without it, silently, nothing is dropped); becoming the uid clears them.
@@ -171,6 +200,21 @@ class LocalRuntime:
         cmd = [self.bwrap, "--args", str(fds[0]), "--seccomp", str(fds[1]),
                "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
                "--bounding-set=-all", f"{ENV_MOUNT}/bin/python", *harness]
+        return cmd, fds
+
+    def _zygote_command(self, envdir: Path, rundir: Path, limits: Limits,
+                        control_fd: int) -> tuple[list[str], list[int]]:
+        """The zygote's command line: the sandbox's root and namespaces, as root with what it
+        needs to fork sandboxes into namespaces of their own and make them unprivileged
+        (images/harness/zygote.py); the seccomp filter is theirs to load, not its own."""
+        assert self.bwrap is not None
+        options = [*self._bwrap_options(envdir, rundir, SANDBOX_UID_RANGE[0], limits),
+                   "--perms", "0700", "--dir", WORK_MOUNT, "--chdir", "/", "--remount-ro", "/",
+                   "--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_NET_ADMIN",
+                   "--cap-add", "CAP_SETPCAP", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        fds = [args_fd(options), seccomp_fd()]
+        cmd = [self.bwrap, "--args", str(fds[0]), f"{ENV_MOUNT}/bin/python", "-m", "harness",
+               "--zygote", "--control", f"fd:{control_fd}", "--seccomp", f"fd:{fds[1]}"]
         return cmd, fds
 
     def _fallback_command(self, envdir: Path, rundir: Path, harness: list[str]) -> list[str]:
@@ -203,7 +247,7 @@ class LocalRuntime:
             return
         if self.pool is None:
             self.pool = WarmPool(self._start_pooled, self.settings.warm_sandboxes,
-                                 self.settings.warm_idle_s)
+                                 self.settings.warm_idle_s, after_reap=self._reap_zygotes)
         pooled = Limits.pooled(self.settings)
         at_start = warm_at_start(len(envs), processes)
         for env in envs:
@@ -225,16 +269,87 @@ class LocalRuntime:
         self.reserved.close()
         if self.pool is not None:
             self.pool.close()
+        with self.zygotes_lock:
+            for zygote in self.zygotes.values():
+                zygote.stop()
+            self.zygotes.clear()
         self.sweep_rundirs()
 
     def _start_pooled(self, key: Hashable) -> LocalSandbox:
+        """A sandbox for the pool: forked by env's zygote, else started with its own import."""
         env_id, limits = cast(tuple[str, Limits], key)
         env = self.served[env_id]
-        sandbox = self.start(env, limits)
+        sandbox = self._fork(env, limits) if self.forking else None
+        if sandbox is None:
+            sandbox = self.start(env, limits)
         if not sandbox.wait_ready():
             sandbox.discard()
             raise RuntimeFault(f"a warm sandbox for {env.id} did not get ready")
         return sandbox
+
+    def _fork(self, env: Environment, limits: Limits) -> LocalSandbox | None:
+        """A sandbox forked by env's zygote (started first if none lives); None when forking
+        does not work here, which turns it off for this runtime (the log says why)."""
+        with self.zygotes_lock:
+            return self._fork_locked(env, limits)
+
+    def _fork_locked(self, env: Environment, limits: Limits) -> LocalSandbox | None:
+        zygote = self.zygotes.get(env.id)
+        if zygote is not None and not zygote.alive():
+            log.warning("the zygote of %s died: %s", env.id, log_tail(zygote.rundir / "zygote.log"))
+            zygote.stop()
+            zygote = None
+        try:
+            if zygote is None:
+                zygote = self.zygotes[env.id] = self._start_zygote(env)
+            uid = fresh_uid()
+            proc, events = zygote.spawn(limits, uid, WORK_MOUNT)
+        except (OSError, RuntimeFault) as exc:
+            log.warning("cannot fork sandboxes of %s (each imports TVM itself): %s", env.id, exc)
+            self.forking = False
+            return None
+        isolation = {**self.isolation(), "uid": uid,
+                     "workdir": f"tmpfs size={limits.tmpfs_mb}m inodes={WORKDIR_INODES}"}
+        sandbox = LocalSandbox(proc, None, limits, isolation, contextlib.ExitStack(),
+                               self.settings.log_cap_bytes)
+        sandbox.watch(events)
+        return sandbox
+
+    def _start_zygote(self, env: Environment) -> Zygote:
+        """env's zygote, started and ready (it imported TVM); RuntimeFault if it did not get so."""
+        hold = contextlib.ExitStack()
+        envdir = hold.enter_context(in_use(self.settings, env))
+        rundir = self._prepare()
+        hold.callback(shutil.rmtree, rundir, True)
+        control, control_fd = control_pair()
+        command, fds = self._zygote_command(envdir, rundir, Limits.pooled(self.settings),
+                                            control_fd)
+        try:
+            with open(rundir / "zygote.log", "wb") as output:  # a file: it never blocks a keeper
+                proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output,
+                                        stderr=output, env=sandbox_environ(),
+                                        pass_fds=(control_fd, *fds), start_new_session=True)
+        except OSError as exc:
+            hold.close()
+            raise RuntimeFault(f"cannot start the zygote of {env.id}: {exc}") from exc
+        finally:
+            for fd in (control_fd, *fds):
+                os.close(fd)
+        zygote = Zygote(proc, control, hold, rundir)
+        if not zygote.wait_ready():
+            why = log_tail(rundir / "zygote.log") if not zygote.alive() else "it took too long"
+            zygote.stop()
+            raise RuntimeFault(f"the zygote of {env.id} did not get ready: {why}")
+        return zygote
+
+    def _reap_zygotes(self) -> None:
+        """Stop the zygotes idle as long as a waiting sandbox may be (none of theirs lives)."""
+        with self.zygotes_lock:
+            for env_id, zygote in list(self.zygotes.items()):
+                idle = time.monotonic() - zygote.last_spawn >= self.settings.warm_idle_s
+                if idle and not zygote.busy():
+                    del self.zygotes[env_id]
+                    zygote.stop()
 
     def start(self, env: Environment, limits: Limits) -> LocalSandbox:
         """Start a sandbox for env with these limits; it imports TVM and waits for a case."""
@@ -251,7 +366,7 @@ class LocalRuntime:
             raise
 
     def _spawn(self, envdir: Path, limits: Limits, hold: contextlib.ExitStack) -> LocalSandbox:
-        uid = SANDBOX_UID_RANGE[0] + secrets.randbelow(SANDBOX_UID_RANGE[1] - SANDBOX_UID_RANGE[0])
+        uid = fresh_uid()
         rundir = self._prepare()
         environ = sandbox_environ()
         if not self.bwrap:
@@ -260,7 +375,7 @@ class LocalRuntime:
         inner, fds = self._command(envdir, rundir, uid, limits, events_w)
         command, workdir = with_workdir_tmpfs(self.unshare, inner, rundir / "work", limits, uid)
         try:
-            proc = subprocess.Popen(command,
+            proc = TreePopen(command,
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, env=environ,
                                     pass_fds=(events_w, *fds), preexec_fn=_rlimits(limits))

@@ -71,8 +71,10 @@ def _env_of(key: Hashable) -> object:
 class WarmPool(Generic[S]):
     """Single-use sandboxes started ahead, per key."""
 
-    def __init__(self, start: Callable[[Hashable], S], size: int, idle_s: float) -> None:
+    def __init__(self, start: Callable[[Hashable], S], size: int, idle_s: float,
+                 after_reap: Callable[[], None] | None = None) -> None:
         self.start, self.size, self.idle_s = start, size, idle_s
+        self.after_reap = after_reap  # what else the owner lets go when idle (its zygotes)
         self.waiting: dict[Hashable, list[tuple[float, S]]] = {}
         self.starting: dict[Hashable, int] = {}
         self.lock = threading.Lock()
@@ -193,6 +195,8 @@ class WarmPool(Generic[S]):
             time.sleep(min(self.idle_s / 4, 30.0))
             with contextlib.suppress(Exception):
                 self.reap()
+                if self.after_reap is not None:
+                    self.after_reap()
 
     def close(self) -> None:
         """Stop every waiting sandbox; none is started after."""

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import pyseccomp
 
@@ -127,10 +127,40 @@ def with_workdir_tmpfs(unshare: str | None, command: list[str], path: Path, limi
     return wrapped, f"tmpfs size={limits.tmpfs_mb}m inodes={WORKDIR_INODES}"
 
 
+class SandboxProcess(Protocol):
+    """A sandbox's process as a LocalSandbox drives it: bubblewrap's (TreePopen), or one a
+    zygote forked (zygote.ForkedProcess)."""
+
+    stdin: IO[bytes] | None
+    stdout: IO[bytes] | None
+    stderr: IO[bytes] | None
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def kill_tree(self) -> None: ...
+
+    def release(self) -> None: ...
+
+
+class TreePopen(subprocess.Popen[bytes]):
+    """A bubblewrap sandbox's process: killed with its whole session."""
+
+    def kill_tree(self) -> None:
+        """Kill the whole sandbox (bubblewrap's PID namespace takes everything in it along)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+
+    def release(self) -> None:
+        """Nothing beyond its pipes to let go."""
+
+
 class LocalSandbox:
     """A started sandbox process waiting for its one case."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], rundir: Path, limits: Limits,
+    def __init__(self, proc: SandboxProcess, rundir: Path | None, limits: Limits,
                  isolation: dict[str, Any], hold: contextlib.ExitStack, log_cap: int) -> None:
         self.proc, self.rundir, self.limits = proc, rundir, limits
         self.isolation, self.hold = isolation, hold
@@ -194,9 +224,8 @@ class LocalSandbox:
             isolation={**self.isolation, **job_limits_summary(job, self.limits)})
 
     def kill(self) -> None:
-        """Kill the whole sandbox (bubblewrap's PID namespace takes everything in it along)."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        """Kill the whole sandbox: everything in its PID namespace goes along."""
+        self.proc.kill_tree()
         self.proc.wait()
 
     def discard(self) -> None:
@@ -209,7 +238,9 @@ class LocalSandbox:
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             with contextlib.suppress(Exception):
                 stream.close()  # type: ignore[union-attr]
-        shutil.rmtree(self.rundir, ignore_errors=True)
+        self.proc.release()
+        if self.rundir is not None:
+            shutil.rmtree(self.rundir, ignore_errors=True)
         self.hold.close()
 
 

@@ -1,0 +1,171 @@
+"""A zygote per environment: TVM imported once, each warm sandbox forked from it in milliseconds.
+
+The zygote is the harness in `--zygote` mode (images/harness/zygote.py) inside
+bubblewrap: it imports TVM and waits on a control socket. `spawn` sends it a
+sandbox's limits and uid with the sandbox's descriptors (its stdin, stdout,
+stderr and events pipes, and a reply socket); the zygote forks the sandbox
+into namespaces of its own, isolated as a sandbox bubblewrap starts, and the
+reply brings a pidfd of it, then its wait status. The sandbox is then a
+LocalSandbox like any other: handed one case, used once, discarded.
+
+Why: a sandbox that imports TVM itself spends 1.5-2 s of CPU before its case;
+on a busy worker (a burst, a bisection) that import is most of a run's CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+from worker.runtimes.base import WORKDIR_INODES, Limits, rlimit_names
+
+READY_TIMEOUT_S = 300  # importing TVM on a loaded machine
+REPLY_TIMEOUT_S = 10  # from a request to the sandbox's pidfd: a fork and a few mounts
+
+
+class ForkedProcess:
+    """A sandbox forked by a zygote, as the LocalSandbox sees a process (Popen's subset)."""
+
+    def __init__(self, pidfd: int, reply: socket.socket, stdin: IO[bytes], stdout: IO[bytes],
+                 stderr: IO[bytes]) -> None:
+        self.pidfd, self.reply = pidfd, reply
+        self.stdin: IO[bytes] | None = stdin
+        self.stdout: IO[bytes] | None = stdout
+        self.stderr: IO[bytes] | None = stderr
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        """Its exit code once it ended (negative: the signal that ended it), else None."""
+        if self.returncode is None and select.select([self.pidfd], [], [], 0)[0]:
+            self._collect()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for its end; subprocess.TimeoutExpired past `timeout`."""
+        if self.returncode is None:
+            if not select.select([self.pidfd], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired("sandbox", timeout or 0)
+            self._collect()
+        assert self.returncode is not None
+        return self.returncode
+
+    def _collect(self) -> None:
+        """Its wait status, which its keeper sends once it has reaped it."""
+        self.reply.settimeout(REPLY_TIMEOUT_S)
+        try:
+            status = int(self.reply.recv(64))
+            self.returncode = os.waitstatus_to_exitcode(status)
+        except (OSError, ValueError):  # the keeper died with it (the zygote was stopped)
+            self.returncode = -signal.SIGKILL
+
+    def kill_tree(self) -> None:
+        """Kill it; it is PID 1 of its namespace, so everything it started goes with it."""
+        with contextlib.suppress(ProcessLookupError, OSError):
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+
+    def release(self) -> None:
+        """Close the handles (after it ended or was killed)."""
+        with contextlib.suppress(OSError):
+            os.close(self.pidfd)
+        self.reply.close()
+
+
+class Zygote:
+    """One environment's zygote process and its control socket."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], control: socket.socket,
+                 hold: contextlib.ExitStack, rundir: Path) -> None:
+        self.proc, self.control, self.hold, self.rundir = proc, control, hold, rundir
+        self.lock = threading.Lock()
+        self.children: list[ForkedProcess] = []
+        self.last_spawn = time.monotonic()
+        self.output = b""
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> bool:
+        """Until it imported TVM and serves requests; False when it died or took too long."""
+        self.control.settimeout(timeout_s)
+        try:
+            return self.control.recv(16) == b"ready"
+        except OSError:
+            return False
+        finally:
+            self.control.settimeout(None)
+
+    def alive(self) -> bool:
+        """Whether it still serves."""
+        return self.proc.poll() is None
+
+    def busy(self) -> bool:
+        """Whether a sandbox it forked still lives (stopping it would end that sandbox)."""
+        self.children = [c for c in self.children if c.poll() is None]
+        return bool(self.children)
+
+    def spawn(self, limits: Limits, uid: int, workdir: str
+              ) -> tuple[ForkedProcess, IO[bytes]]:
+        """A new sandbox with these limits and uid; its process and its events stream."""
+        request = {"uid": uid, "workdir": workdir, "tmpfs_mb": limits.tmpfs_mb,
+                   "inodes": WORKDIR_INODES, "rlimits": rlimit_names(limits)}
+        pipes = [os.pipe() for _ in range(4)]  # stdin, stdout, stderr, events
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # The sandbox reads stdin's read end and writes the others' write ends.
+        given = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1], theirs.fileno()]
+        kept = [pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]]
+        try:
+            with self.lock:
+                socket.send_fds(self.control, [json.dumps(request).encode()], given)
+            mine.settimeout(REPLY_TIMEOUT_S)
+            message, fds, _, _ = socket.recv_fds(mine, 64, 1)
+            if message != b"started" or len(fds) != 1:
+                raise OSError("the zygote did not start the sandbox")
+            mine.settimeout(None)
+        except BaseException:
+            for fd in kept:
+                os.close(fd)
+            mine.close()
+            raise
+        finally:
+            for fd in given[:4]:
+                os.close(fd)
+            theirs.close()
+        stdin, stdout, stderr, events = (os.fdopen(kept[0], "wb"), os.fdopen(kept[1], "rb"),
+                                         os.fdopen(kept[2], "rb"), os.fdopen(kept[3], "rb"))
+        process = ForkedProcess(fds[0], mine, stdin, stdout, stderr)
+        self.children.append(process)
+        self.last_spawn = time.monotonic()
+        return process, events
+
+    def stop(self) -> None:
+        """End it (and so every sandbox it forked: they live in its PID namespace)."""
+        with contextlib.suppress(OSError):
+            self.control.close()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        for child in self.children:
+            child.release()
+        self.hold.close()
+
+
+def control_pair() -> tuple[socket.socket, int]:
+    """The runtime's end of a zygote's control socket, and the descriptor the zygote inherits."""
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    fd = os.dup(theirs.fileno())
+    theirs.close()
+    return mine, fd
+
+
+def log_tail(path: Path) -> str:
+    """The end of what a zygote wrote (why it died), for the log."""
+    try:
+        return path.read_bytes()[-2000:].decode(errors="replace")
+    except OSError:
+        return ""
