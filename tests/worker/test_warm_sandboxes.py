@@ -1,7 +1,9 @@
 """Warm sandboxes and the supervisor, with real TVM: single use, replacement, limits, forged results.
 
-A warm sandbox is a supervisor that imported TVM and waits for one case; these
-tests take one from a pool, check what the run saw, and what the next run sees.
+A warm sandbox is a supervisor with TVM imported, waiting for one case: forked
+by its environment's zygote (which imported TVM once), or, where forking does
+not work, started on its own. These tests take one from a pool, check what the
+run saw, and what the next run sees.
 """
 
 from __future__ import annotations
@@ -75,6 +77,69 @@ def test_each_sandbox_runs_one_case_and_is_replaced(warm: LocalRuntime,
     assert two.status == "ok" and two.log.stdout == "again\n"
     assert two.isolation["uid"] != one.isolation["uid"]
     assert one.tvm is not None and one.tvm["version"] == "0.27.0.post1"
+
+
+def host_pid(sandbox) -> int:  # type: ignore[no-untyped-def]
+    """The host's pid of a forked sandbox (what its pidfd refers to)."""
+    with open(f"/proc/self/fdinfo/{sandbox.proc.pidfd}") as info:
+        return next(int(line.split()[1]) for line in info if line.startswith("Pid:"))
+
+
+def test_sandboxes_are_forked_by_one_zygote_that_imported_tvm_once(
+        warm: LocalRuntime, tvm_envs: dict[str, Environment]) -> None:
+    env = tvm_envs[NEW_ENV]
+    look = "import os\nprint(os.getpid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n"
+    results, zygotes = [], []
+    for _ in range(2):
+        sandbox = waiting_sandbox(warm, env)
+        zygotes.append(warm.zygotes[env.id])
+        ancestors = [p.pid for p in psutil.Process(host_pid(sandbox)).parents()]
+        assert zygotes[-1].proc.pid in ancestors  # forked by the zygote, not started anew
+        results.append(run_warm(warm, env, look))
+    one, two = results
+    assert (one.status, two.status) == ("ok", "ok"), one.log.stderr[-2000:]
+    assert zygotes[0] is zygotes[1] and zygotes[0].alive()  # TVM imported once for both
+    # Each run sees only its own PID namespace: its init (1), its supervisor (2) and itself.
+    assert one.log.stdout == two.log.stdout == "3 [1, 2, 3]\n"
+    assert one.isolation["uid"] != two.isolation["uid"]
+
+
+def test_a_zygote_that_died_costs_no_run_and_is_started_again(
+        warm: LocalRuntime, tvm_envs: dict[str, Environment]) -> None:
+    env = tvm_envs[NEW_ENV]
+    doomed = waiting_sandbox(warm, env)
+    zygote = warm.zygotes[env.id]
+    os.killpg(zygote.proc.pid, signal.SIGKILL)
+    zygote.proc.wait()
+    doomed.proc.wait(timeout=10)  # its sandboxes live in its PID namespace: gone with it
+    result = run_variant(parse_case({"script": "print('fine')\n"}), "script", env, warm)
+    assert result.status == "ok" and result.log.stdout == "fine\n", result.log.stderr[-2000:]
+    again = run_warm(warm, env, "print('forked again')\n")
+    assert again.log.stdout == "forked again\n"
+    assert warm.zygotes[env.id] is not zygote and warm.zygotes[env.id].alive()
+
+
+class LocalRuntimeWithoutNamespaces(LocalRuntime):
+    """A runtime on a machine whose kernel refuses the zygote (stands for one: this one allows
+    it): its zygote exits at once, as one refused a namespace would."""
+
+    def _zygote_command(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        command, fds = super()._zygote_command(*args, **kwargs)
+        return [*command, "--no-such-option"], fds
+
+
+def test_where_no_zygote_works_each_sandbox_imports_tvm_itself(
+        tvm_envs: dict[str, Environment], settings: Settings) -> None:
+    runtime = LocalRuntimeWithoutNamespaces(settings.model_copy(update={"warm_sandboxes": 1}))
+    if runtime.bwrap is None:
+        pytest.skip("bubblewrap is not installed")
+    try:
+        runtime.prewarm([tvm_envs[NEW_ENV]])
+        result = run_warm(runtime, tvm_envs[NEW_ENV], "print('still warm')\n")
+        assert result.status == "ok" and result.log.stdout == "still warm\n"
+        assert runtime.forking is False and not runtime.zygotes
+    finally:
+        runtime.close()
 
 
 def test_a_sandbox_that_died_while_waiting_costs_no_run(warm: LocalRuntime,

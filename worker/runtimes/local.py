@@ -258,11 +258,15 @@ class LocalRuntime:
 
     def reserve(self, env: Environment, timeout_s: int, memory_mb: int, count: int = 1) -> None:
         """Start `count` sandboxes for env now, without waiting for them: the next runs of env
-        with these limits take them (all of a bisection's releases import TVM at once)."""
+        with these limits take them. Forked by env's zygote when one lives (a worker keeps one
+        for each environment it serves), else each imports TVM (all of a bisection's releases
+        at once)."""
         limits = Limits.of(SandboxJob("", "", env, {"timeout_s": timeout_s,
                                                      "memory_mb": memory_mb}, ""), self.settings)
         for _ in range(count):
-            self.reserved.put((env.id, limits), self.start(env, limits))
+            # A zygote is not started here: it would die with this (the caller's) thread.
+            sandbox = self._fork(env, limits, start_zygote=False) if self.forking else None
+            self.reserved.put((env.id, limits), sandbox or self.start(env, limits))
 
     def close(self) -> None:
         """Stop the waiting sandboxes; remove what killed processes left since the start."""
@@ -287,26 +291,38 @@ class LocalRuntime:
             raise RuntimeFault(f"a warm sandbox for {env.id} did not get ready")
         return sandbox
 
-    def _fork(self, env: Environment, limits: Limits) -> LocalSandbox | None:
-        """A sandbox forked by env's zygote (started first if none lives); None when forking
-        does not work here, which turns it off for this runtime (the log says why)."""
+    def _fork(self, env: Environment, limits: Limits,
+              start_zygote: bool = True) -> LocalSandbox | None:
+        """A sandbox forked by env's zygote (started first if none lives and `start_zygote`);
+        None without one, or when forking does not work here, which turns it off for this
+        runtime (the log says why)."""
         with self.zygotes_lock:
-            return self._fork_locked(env, limits)
+            return self._fork_locked(env, limits, start_zygote)
 
-    def _fork_locked(self, env: Environment, limits: Limits) -> LocalSandbox | None:
+    def _fork_locked(self, env: Environment, limits: Limits,
+                     start_zygote: bool) -> LocalSandbox | None:
         zygote = self.zygotes.get(env.id)
         if zygote is not None and not zygote.alive():
             log.warning("the zygote of %s died: %s", env.id, log_tail(zygote.rundir / "zygote.log"))
+            del self.zygotes[env.id]
             zygote.stop()
             zygote = None
-        try:
-            if zygote is None:
+        if zygote is None and not start_zygote:
+            return None
+        if zygote is None:
+            try:
                 zygote = self.zygotes[env.id] = self._start_zygote(env)
-            uid = fresh_uid()
+            except (OSError, RuntimeFault) as exc:
+                log.warning("no zygote here (each sandbox imports TVM itself): %s", exc)
+                self.forking = False
+                return None
+        uid = fresh_uid()
+        try:
             proc, events = zygote.spawn(limits, uid, WORK_MOUNT)
-        except (OSError, RuntimeFault) as exc:
-            log.warning("cannot fork sandboxes of %s (each imports TVM itself): %s", env.id, exc)
-            self.forking = False
+        except OSError as exc:  # it died meanwhile: the next sandbox starts a new one
+            log.warning("the zygote of %s did not fork: %s", env.id, exc)
+            del self.zygotes[env.id]
+            zygote.stop()
             return None
         isolation = {**self.isolation(), "uid": uid,
                      "workdir": f"tmpfs size={limits.tmpfs_mb}m inodes={WORKDIR_INODES}"}
