@@ -44,11 +44,11 @@ def test_a_sandbox_idle_past_the_setting_is_stopped_and_removed(
         key = (env.id, Limits.pooled(runtime.settings))
         deadline = time.monotonic() + WARM_WAIT_S
         (_, sandbox), = runtime.pool.waiting[key]
-        zygote = runtime.zygotes[env.id]  # the sandbox was forked by it
+        zygote = runtime.zygotes.running[env.id]  # the sandbox was forked by it
         assert sandbox.alive() and zygote.alive() and zygote.rundir.exists()
         # The reaper looks every IDLE_S / 4: gone within a few of its rounds past IDLE_S, the
         # sandbox first, then the zygote (idle as long, none of its sandboxes left).
-        while runtime.pool.count(key) > 0 or runtime.zygotes or zygote.rundir.exists():
+        while runtime.pool.count(key) > 0 or runtime.zygotes.running or zygote.rundir.exists():
             assert time.monotonic() < deadline, "the idle sandbox was never reaped"
             time.sleep(0.1)
         assert not sandbox.alive() and sandbox.discarded

@@ -92,7 +92,7 @@ def test_sandboxes_are_forked_by_one_zygote_that_imported_tvm_once(
     results, zygotes = [], []
     for _ in range(2):
         sandbox = waiting_sandbox(warm, env)
-        zygotes.append(warm.zygotes[env.id])
+        zygotes.append(warm.zygotes.running[env.id])
         ancestors = [p.pid for p in psutil.Process(host_pid(sandbox)).parents()]
         assert zygotes[-1].proc.pid in ancestors  # forked by the zygote, not started anew
         results.append(run_warm(warm, env, look))
@@ -108,7 +108,7 @@ def test_a_zygote_that_died_costs_no_run_and_is_started_again(
         warm: LocalRuntime, tvm_envs: dict[str, Environment]) -> None:
     env = tvm_envs[NEW_ENV]
     doomed = waiting_sandbox(warm, env)
-    zygote = warm.zygotes[env.id]
+    zygote = warm.zygotes.running[env.id]
     os.killpg(zygote.proc.pid, signal.SIGKILL)
     zygote.proc.wait()
     doomed.proc.wait(timeout=10)  # its sandboxes live in its PID namespace: gone with it
@@ -116,7 +116,7 @@ def test_a_zygote_that_died_costs_no_run_and_is_started_again(
     assert result.status == "ok" and result.log.stdout == "fine\n", result.log.stderr[-2000:]
     again = run_warm(warm, env, "print('forked again')\n")
     assert again.log.stdout == "forked again\n"
-    assert warm.zygotes[env.id] is not zygote and warm.zygotes[env.id].alive()
+    assert warm.zygotes.running[env.id] is not zygote and warm.zygotes.running[env.id].alive()
 
 
 class LocalRuntimeWithoutNamespaces(LocalRuntime):
@@ -137,7 +137,8 @@ def test_where_no_zygote_works_each_sandbox_imports_tvm_itself(
         runtime.prewarm([tvm_envs[NEW_ENV]])
         result = run_warm(runtime, tvm_envs[NEW_ENV], "print('still warm')\n")
         assert result.status == "ok" and result.log.stdout == "still warm\n"
-        assert runtime.forking is False and not runtime.zygotes
+        assert runtime.zygotes is not None
+        assert runtime.zygotes.enabled is False and not runtime.zygotes.running
     finally:
         runtime.close()
 

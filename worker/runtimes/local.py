@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import compileall
 import contextlib
-import logging
 import os
 import resource
 import secrets
 import shutil
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Callable, Hashable
@@ -57,9 +55,8 @@ from worker.runtimes.sandbox import (
     seccomp_fd,
     with_workdir_tmpfs,
 )
-from worker.runtimes.zygote import Zygote, control_pair, log_tail
+from worker.runtimes.zygote import ZYGOTE_LOG, Zygote, Zygotes, control_pair
 
-log = logging.getLogger(__name__)
 SANDBOX_UID_RANGE = (200_000, 260_000)  # fresh uid per run: RLIMIT_NPROC counts per uid
 # Inside the sandbox: where the environment, the harness and the work dir appear.
 ENV_MOUNT, HARNESS_MOUNT, WORK_MOUNT = "/mnt/env", "/mnt/harness", "/mnt/work"
@@ -132,10 +129,9 @@ class LocalRuntime:
         self.pool: WarmPool[LocalSandbox] | None = None
         self.served: dict[str, Environment] = {}  # the pool's environments, by id
         self.reserved: Reserved[LocalSandbox] = Reserved()
-        # A zygote per environment forks the pool's sandboxes (zygote.py); off after one failed.
-        self.zygotes: dict[str, Zygote] = {}
-        self.forking = self.bwrap is not None
-        self.zygotes_lock = threading.Lock()  # the pool's starter forks, its reaper stops
+        # A zygote per environment forks the pool's sandboxes (zygote.py).
+        self.zygotes = (Zygotes(self._start_zygote, settings.warm_idle_s)
+                        if self.bwrap is not None else None)
         self.sweep_rundirs()
         # The harness's bytecode next to it (the environments' Python is this one's minor
         # version): the sandbox mounts it read-only and would compile it from source every run.
@@ -247,7 +243,8 @@ class LocalRuntime:
             return
         if self.pool is None:
             self.pool = WarmPool(self._start_pooled, self.settings.warm_sandboxes,
-                                 self.settings.warm_idle_s, after_reap=self._reap_zygotes)
+                                 self.settings.warm_idle_s,
+                                 after_reap=self.zygotes.reap if self.zygotes else None)
         pooled = Limits.pooled(self.settings)
         at_start = warm_at_start(len(envs), processes)
         for env in envs:
@@ -265,7 +262,7 @@ class LocalRuntime:
                                                      "memory_mb": memory_mb}, ""), self.settings)
         for _ in range(count):
             # A zygote is not started here: it would die with this (the caller's) thread.
-            sandbox = self._fork(env, limits, start_zygote=False) if self.forking else None
+            sandbox = self._fork(env, limits, start_zygote=False)
             self.reserved.put((env.id, limits), sandbox or self.start(env, limits))
 
     def close(self) -> None:
@@ -273,17 +270,15 @@ class LocalRuntime:
         self.reserved.close()
         if self.pool is not None:
             self.pool.close()
-        with self.zygotes_lock:
-            for zygote in self.zygotes.values():
-                zygote.stop()
-            self.zygotes.clear()
+        if self.zygotes is not None:
+            self.zygotes.stop_all()
         self.sweep_rundirs()
 
     def _start_pooled(self, key: Hashable) -> LocalSandbox:
         """A sandbox for the pool: forked by env's zygote, else started with its own import."""
         env_id, limits = cast(tuple[str, Limits], key)
         env = self.served[env_id]
-        sandbox = self._fork(env, limits) if self.forking else None
+        sandbox = self._fork(env, limits)
         if sandbox is None:
             sandbox = self.start(env, limits)
         if not sandbox.wait_ready():
@@ -294,41 +289,18 @@ class LocalRuntime:
     def _fork(self, env: Environment, limits: Limits,
               start_zygote: bool = True) -> LocalSandbox | None:
         """A sandbox forked by env's zygote (started first if none lives and `start_zygote`);
-        None without one, or when forking does not work here, which turns it off for this
-        runtime (the log says why)."""
-        with self.zygotes_lock:
-            return self._fork_locked(env, limits, start_zygote)
-
-    def _fork_locked(self, env: Environment, limits: Limits,
-                     start_zygote: bool) -> LocalSandbox | None:
-        zygote = self.zygotes.get(env.id)
-        if zygote is not None and not zygote.alive():
-            log.warning("the zygote of %s died: %s", env.id, log_tail(zygote.rundir / "zygote.log"))
-            del self.zygotes[env.id]
-            zygote.stop()
-            zygote = None
-        if zygote is None and not start_zygote:
+        None without one."""
+        if self.zygotes is None:
             return None
-        if zygote is None:
-            try:
-                zygote = self.zygotes[env.id] = self._start_zygote(env)
-            except (OSError, RuntimeFault) as exc:
-                log.warning("no zygote here (each sandbox imports TVM itself): %s", exc)
-                self.forking = False
-                return None
         uid = fresh_uid()
-        try:
-            proc, events = zygote.spawn(limits, uid, WORK_MOUNT)
-        except OSError as exc:  # it died meanwhile: the next sandbox starts a new one
-            log.warning("the zygote of %s did not fork: %s", env.id, exc)
-            del self.zygotes[env.id]
-            zygote.stop()
+        forked = self.zygotes.spawn(env, limits, uid, WORK_MOUNT, start_zygote)
+        if forked is None:
             return None
         isolation = {**self.isolation(), "uid": uid,
                      "workdir": f"tmpfs size={limits.tmpfs_mb}m inodes={WORKDIR_INODES}"}
-        sandbox = LocalSandbox(proc, None, limits, isolation, contextlib.ExitStack(),
+        sandbox = LocalSandbox(forked[0], None, limits, isolation, contextlib.ExitStack(),
                                self.settings.log_cap_bytes)
-        sandbox.watch(events)
+        sandbox.watch(forked[1])
         return sandbox
 
     def _start_zygote(self, env: Environment) -> Zygote:
@@ -341,7 +313,7 @@ class LocalRuntime:
         command, fds = self._zygote_command(envdir, rundir, Limits.pooled(self.settings),
                                             control_fd)
         try:
-            with open(rundir / "zygote.log", "wb") as output:  # a file: it never blocks a keeper
+            with open(rundir / ZYGOTE_LOG, "wb") as output:  # a file: it never blocks a keeper
                 proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output,
                                         stderr=output, env=sandbox_environ(),
                                         pass_fds=(control_fd, *fds), start_new_session=True)
@@ -353,19 +325,10 @@ class LocalRuntime:
                 os.close(fd)
         zygote = Zygote(proc, control, hold, rundir)
         if not zygote.wait_ready():
-            why = log_tail(rundir / "zygote.log") if not zygote.alive() else "it took too long"
+            why = zygote.log_tail() if not zygote.alive() else "it took too long"
             zygote.stop()
             raise RuntimeFault(f"the zygote of {env.id} did not get ready: {why}")
         return zygote
-
-    def _reap_zygotes(self) -> None:
-        """Stop the zygotes idle as long as a waiting sandbox may be (none of theirs lives)."""
-        with self.zygotes_lock:
-            for env_id, zygote in list(self.zygotes.items()):
-                idle = time.monotonic() - zygote.last_spawn >= self.settings.warm_idle_s
-                if idle and not zygote.busy():
-                    del self.zygotes[env_id]
-                    zygote.stop()
 
     def start(self, env: Environment, limits: Limits) -> LocalSandbox:
         """Start a sandbox for env with these limits; it imports TVM and waits for a case."""

@@ -45,7 +45,8 @@ S = TypeVar("S", bound=WaitingSandbox)
 # A worker warms every environment it serves when its processes start if all those sandboxes fit
 # in this share of the memory available; else each environment from its first run on.
 WARM_AT_START_SHARE = 0.5
-WARM_SANDBOX_MIB = 180  # resident memory of one idle local sandbox, measured (about 120 PSS)
+WARM_SANDBOX_MIB = 220  # one environment kept warm, proportional: a local zygote and its
+# waiting sandbox (measured 210 MiB), or a waiting Docker container (about 130)
 ALWAYS_AT_START = 2  # environments a worker warms at start whatever the memory
 
 

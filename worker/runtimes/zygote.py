@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import select
 import signal
@@ -23,11 +24,16 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from tvmrepro.environments import Environment
+from tvmrepro.errors import RuntimeFault
 from worker.runtimes.base import WORKDIR_INODES, Limits, rlimit_names
 
+log = logging.getLogger(__name__)
+ZYGOTE_LOG = "zygote.log"  # in its run directory: what it and its keepers wrote
 READY_TIMEOUT_S = 300  # importing TVM on a loaded machine
 REPLY_TIMEOUT_S = 10  # from a request to the sandbox's pidfd: a fork and a few mounts
 
@@ -45,18 +51,24 @@ class ForkedProcess:
 
     def poll(self) -> int | None:
         """Its exit code once it ended (negative: the signal that ended it), else None."""
-        if self.returncode is None and select.select([self.pidfd], [], [], 0)[0]:
+        if self.returncode is None and self._ended(0):
             self._collect()
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         """Wait for its end; subprocess.TimeoutExpired past `timeout`."""
         if self.returncode is None:
-            if not select.select([self.pidfd], [], [], timeout)[0]:
+            if not self._ended(timeout):
                 raise subprocess.TimeoutExpired("sandbox", timeout or 0)
             self._collect()
         assert self.returncode is not None
         return self.returncode
+
+    def _ended(self, timeout: float | None) -> bool:
+        """Whether it ended, waiting up to `timeout` (a pidfd reads as ready once it has)."""
+        poller = select.poll()  # not select(): a worker may hold more than 1024 descriptors
+        poller.register(self.pidfd, select.POLLIN)
+        return bool(poller.poll(None if timeout is None else timeout * 1000))
 
     def _collect(self) -> None:
         """Its wait status, which its keeper sends once it has reaped it."""
@@ -73,9 +85,12 @@ class ForkedProcess:
             signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
 
     def release(self) -> None:
-        """Close the handles (after it ended or was killed)."""
-        with contextlib.suppress(OSError):
+        """Close the handles (the LocalSandbox does, once it ended or was killed)."""
+        if self.returncode is None:  # never waited for: what it ended with is not known
+            self.returncode = -signal.SIGKILL
+        if self.pidfd >= 0:
             os.close(self.pidfd)
+            self.pidfd = -1
         self.reply.close()
 
 
@@ -103,6 +118,13 @@ class Zygote:
     def alive(self) -> bool:
         """Whether it still serves."""
         return self.proc.poll() is None
+
+    def log_tail(self) -> str:
+        """The end of what it wrote (why it died), for the log."""
+        try:
+            return (self.rundir / ZYGOTE_LOG).read_bytes()[-2000:].decode(errors="replace")
+        except OSError:
+            return ""
 
     def busy(self) -> bool:
         """Whether a sandbox it forked still lives (stopping it would end that sandbox)."""
@@ -139,7 +161,7 @@ class Zygote:
         stdin, stdout, stderr, events = (os.fdopen(kept[0], "wb"), os.fdopen(kept[1], "rb"),
                                          os.fdopen(kept[2], "rb"), os.fdopen(kept[3], "rb"))
         process = ForkedProcess(fds[0], mine, stdin, stdout, stderr)
-        self.children.append(process)
+        self.children = [c for c in self.children if c.returncode is None] + [process]
         self.last_spawn = time.monotonic()
         return process, events
 
@@ -150,8 +172,6 @@ class Zygote:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
-        for child in self.children:
-            child.release()
         self.hold.close()
 
 
@@ -163,9 +183,59 @@ def control_pair() -> tuple[socket.socket, int]:
     return mine, fd
 
 
-def log_tail(path: Path) -> str:
-    """The end of what a zygote wrote (why it died), for the log."""
-    try:
-        return path.read_bytes()[-2000:].decode(errors="replace")
-    except OSError:
-        return ""
+class Zygotes:
+    """A runtime's zygotes, one per environment: started when a sandbox is first asked for,
+    started again when dead, stopped when idle. Forking is turned off for good (each sandbox
+    then imports TVM itself) when a zygote cannot start at all: a kernel that refuses it."""
+
+    def __init__(self, start: Callable[[Environment], Zygote], idle_s: float) -> None:
+        self.start, self.idle_s = start, idle_s
+        self.running: dict[str, Zygote] = {}
+        self.enabled = True
+        self.lock = threading.Lock()  # the pool's starter forks, its reaper stops
+
+    def spawn(self, env: Environment, limits: Limits, uid: int, workdir: str,
+              start: bool = True) -> tuple[ForkedProcess, IO[bytes]] | None:
+        """A sandbox forked by env's zygote (started first if none lives and `start`); None
+        without one."""
+        with self.lock:
+            zygote = self._live(env, start)
+            if zygote is None:
+                return None
+            try:
+                return zygote.spawn(limits, uid, workdir)
+            except OSError as exc:  # it died meanwhile: the next sandbox starts a new one
+                log.warning("the zygote of %s did not fork: %s", env.id, exc)
+                del self.running[env.id]
+                zygote.stop()
+                return None
+
+    def _live(self, env: Environment, start: bool) -> Zygote | None:
+        zygote = self.running.get(env.id)
+        if zygote is not None and not zygote.alive():
+            log.warning("the zygote of %s died: %s", env.id, zygote.log_tail())
+            del self.running[env.id]
+            zygote.stop()
+            zygote = None
+        if zygote is None and start and self.enabled:
+            try:
+                zygote = self.running[env.id] = self.start(env)
+            except (OSError, RuntimeFault) as exc:
+                log.warning("no zygote here (each sandbox imports TVM itself): %s", exc)
+                self.enabled = False
+        return zygote
+
+    def reap(self) -> None:
+        """Stop the zygotes idle as long as a waiting sandbox may be (none of theirs lives)."""
+        with self.lock:
+            for env_id, zygote in list(self.running.items()):
+                if time.monotonic() - zygote.last_spawn >= self.idle_s and not zygote.busy():
+                    del self.running[env_id]
+                    zygote.stop()
+
+    def stop_all(self) -> None:
+        """Stop every zygote (and the sandboxes they forked)."""
+        with self.lock:
+            for zygote in self.running.values():
+                zygote.stop()
+            self.running.clear()
