@@ -128,9 +128,19 @@ class LocalRuntimeWithoutNamespaces(LocalRuntime):
         return [*command, "--no-such-option"], fds
 
 
+class LocalRuntimeWhoseForksFail(LocalRuntime):
+    """A runtime whose forked sandboxes die before they are ready (stands for a kernel that
+    refuses what they do: here, their work directory's mount point does not exist)."""
+
+    fork_workdir = "/mnt/no-such-directory"
+
+
+@pytest.mark.parametrize("runtime_class", [LocalRuntimeWithoutNamespaces,
+                                           LocalRuntimeWhoseForksFail])
 def test_where_no_zygote_works_each_sandbox_imports_tvm_itself(
-        tvm_envs: dict[str, Environment], settings: Settings) -> None:
-    runtime = LocalRuntimeWithoutNamespaces(settings.model_copy(update={"warm_sandboxes": 1}))
+        runtime_class: type[LocalRuntime], tvm_envs: dict[str, Environment],
+        settings: Settings) -> None:
+    runtime = runtime_class(settings.model_copy(update={"warm_sandboxes": 1}))
     if runtime.bwrap is None:
         pytest.skip("bubblewrap is not installed")
     try:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import compileall
 import contextlib
+import logging
 import os
 import resource
 import secrets
@@ -57,6 +58,7 @@ from worker.runtimes.sandbox import (
 )
 from worker.runtimes.zygote import ZYGOTE_LOG, Zygote, Zygotes, control_pair
 
+log = logging.getLogger(__name__)
 SANDBOX_UID_RANGE = (200_000, 260_000)  # fresh uid per run: RLIMIT_NPROC counts per uid
 # Inside the sandbox: where the environment, the harness and the work dir appear.
 ENV_MOUNT, HARNESS_MOUNT, WORK_MOUNT = "/mnt/env", "/mnt/harness", "/mnt/work"
@@ -121,6 +123,7 @@ class LocalRuntime:
     """Runs the harness with a provisioned environment's interpreter, in a sandbox."""
 
     name = "local"
+    fork_workdir = WORK_MOUNT  # where a forked sandbox mounts its work directory
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -279,6 +282,9 @@ class LocalRuntime:
         env_id, limits = cast(tuple[str, Limits], key)
         env = self.served[env_id]
         sandbox = self._fork(env, limits)
+        if sandbox is not None and not sandbox.wait_ready():
+            self._forked_sandbox_failed(env, sandbox)
+            sandbox = None
         if sandbox is None:
             sandbox = self.start(env, limits)
         if not sandbox.wait_ready():
@@ -293,7 +299,7 @@ class LocalRuntime:
         if self.zygotes is None:
             return None
         uid = fresh_uid()
-        forked = self.zygotes.spawn(env, limits, uid, WORK_MOUNT, start_zygote)
+        forked = self.zygotes.spawn(env, limits, uid, self.fork_workdir, start_zygote)
         if forked is None:
             return None
         isolation = {**self.isolation(), "uid": uid,
@@ -302,6 +308,20 @@ class LocalRuntime:
                                self.settings.log_cap_bytes)
         sandbox.watch(forked[1])
         return sandbox
+
+    def _forked_sandbox_failed(self, env: Environment, sandbox: LocalSandbox) -> None:
+        """A forked sandbox died before it was ready: forking does not work here (the log says
+        why); from now on each sandbox imports TVM itself."""
+        if sandbox.alive():
+            sandbox.kill()
+        for reader in sandbox.outputs:
+            reader.join(timeout=2)
+        log.warning("a sandbox forked for %s did not get ready (each imports TVM itself from now "
+                    "on): %s", env.id, sandbox.outputs[1].output.text()[-2000:])
+        sandbox.discard()
+        if self.zygotes is not None:
+            self.zygotes.enabled = False
+            self.zygotes.stop_all()
 
     def _start_zygote(self, env: Environment) -> Zygote:
         """env's zygote, started and ready (it imported TVM); RuntimeFault if it did not get so."""
