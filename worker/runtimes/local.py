@@ -14,7 +14,8 @@ scrubbed environment, capped stdout/stderr, the work directory removed after.
 The sandbox process is the harness's supervisor: it imports TVM, waits for its
 one case on stdin, runs it in a child and reports the child's end on a channel
 the child cannot reach (sandbox.py). A worker keeps such sandboxes warm
-(`prewarm`, pool.py); a run takes one, or starts one when none waits.
+(`prewarm`, pool.py), each forked by its environment's zygote, which imported
+TVM once (zygote.py); a run takes one, or starts one when none waits.
 """
 
 from __future__ import annotations

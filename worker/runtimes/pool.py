@@ -5,13 +5,15 @@ limits the sandbox was started with). `take` hands one out (it is never given
 back: the runtime ends it after its one run) and starts a replacement in the
 background. A sandbox that died while waiting is dropped when found and never
 handed out; one that waited longer than `idle_s` is stopped by the reaper.
-Both runtimes use it: the local runtime's sandbox is a bubblewrap process,
-Docker's a container. Sandboxes are started one at a time by one long-lived
-thread: a local sandbox dies with the thread that started it (bubblewrap's
---die-with-parent is the parent *thread*'s death signal). A replacement waits
-until no run of this process has been going for QUIET_S: on few cores its TVM
-import would take the CPU of the runs that follow (a bisection's next probes),
-unless a run needs that very sandbox, which then starts at once.
+Both runtimes use it: the local runtime's sandbox is forked by its
+environment's zygote (zygote.py; a bubblewrap process of its own where that
+does not work), Docker's is a container. Sandboxes are started one at a time
+by one long-lived thread: a zygote or a local sandbox dies with the thread
+that started it (bubblewrap's --die-with-parent is the parent *thread*'s
+death signal). A replacement waits until no run of this process has been
+going for QUIET_S (a container's or a bubblewrap sandbox's TVM import would
+take the CPU of the runs that follow: a bisection's next probes), unless a
+run needs that very sandbox, which then starts at once.
 """
 
 from __future__ import annotations
