@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import fcntl
 import json
 import os
@@ -64,8 +65,8 @@ class SockFprog(ctypes.Structure):
 
 def _check(result: int, what: str) -> None:
     if result != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+        code = ctypes.get_errno()
+        raise OSError(code, f"{what}: {os.strerror(code)}")
 
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int,
@@ -215,7 +216,7 @@ def _loopback_up() -> None:
 def _drop_privileges(uid: int, bpf: bytes) -> None:
     """Become `uid` with no capability left to gain, and load the seccomp filter."""
     for cap in range(LAST_CAP + 1):
-        if _prctl(PR_CAPBSET_DROP, ctypes.c_ulong(cap)) != 0 and ctypes.get_errno() != 22:
+        if _prctl(PR_CAPBSET_DROP, ctypes.c_ulong(cap)) != 0 and ctypes.get_errno() != errno.EINVAL:
             raise OSError(ctypes.get_errno(), f"cannot drop capability {cap}")
     os.setgroups([])
     os.setresgid(uid, uid, uid)

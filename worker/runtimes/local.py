@@ -41,7 +41,6 @@ from tvmrepro.liveness import pid_alive
 from tvmrepro.settings import Settings
 from worker.provision import collect_builds, in_use, provision, read_fingerprint
 from worker.runtimes.base import (
-    WORKDIR_INODES,
     Execution,
     Limits,
     SandboxJob,
@@ -56,6 +55,7 @@ from worker.runtimes.sandbox import (
     args_fd,
     seccomp_fd,
     with_workdir_tmpfs,
+    workdir_summary,
 )
 from worker.runtimes.zygote import ZYGOTE_LOG, Zygote, Zygotes, control_pair
 
@@ -124,7 +124,8 @@ class LocalRuntime:
     """Runs the harness with a provisioned environment's interpreter, in a sandbox."""
 
     name = "local"
-    fork_workdir = WORK_MOUNT  # where a forked sandbox mounts its work directory
+    fork_workdir = WORK_MOUNT  # where a forked sandbox mounts its work directory (a class
+    # attribute: the test standing for a kernel that refuses a forked sandbox's mounts moves it)
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -166,9 +167,10 @@ class LocalRuntime:
         base_prefix = Path(os.path.realpath(envdir / "bin" / "python")).parent.parent
         # The directories bwrap makes above it copy the host's modes (/root is 0700): opened up,
         # else the sandbox's uid cannot reach the interpreter's standard library.
-        reach = [] if base_prefix.is_relative_to("/usr") else [
-            arg for parent in reversed(base_prefix.parents[:-1]) for arg in ("--chmod", "0755",
-                                                                             str(parent))]
+        reach: list[str] = []
+        if not base_prefix.is_relative_to("/usr"):
+            for parent in reversed(base_prefix.parents[:-1]):  # all but /
+                reach += ["--chmod", "0755", str(parent)]
         return [*minimal_root(rundir, uid), "--dev", "/dev", "--proc", "/proc",
                 "--perms", "1777", "--size", str(limits.tmpfs_mb << 20), "--tmpfs", "/tmp",
                 # multiprocessing's locks and pools need a writable /dev/shm, as under Docker.
@@ -282,12 +284,12 @@ class LocalRuntime:
         """A sandbox for the pool: forked by env's zygote, else started with its own import."""
         env_id, limits = cast(tuple[str, Limits], key)
         env = self.served[env_id]
-        sandbox = self._fork(env, limits)
-        if sandbox is not None and not sandbox.wait_ready():
-            self._forked_sandbox_failed(env, sandbox)
-            sandbox = None
-        if sandbox is None:
-            sandbox = self.start(env, limits)
+        forked = self._fork(env, limits)
+        if forked is not None:
+            if forked.wait_ready():
+                return forked
+            self._forked_sandbox_failed(env, forked)
+        sandbox = self.start(env, limits)
         if not sandbox.wait_ready():
             sandbox.discard()
             raise RuntimeFault(f"a warm sandbox for {env.id} did not get ready")
@@ -303,8 +305,7 @@ class LocalRuntime:
         forked = self.zygotes.spawn(env, limits, uid, self.fork_workdir, start_zygote)
         if forked is None:
             return None
-        isolation = {**self.isolation(), "uid": uid,
-                     "workdir": f"tmpfs size={limits.tmpfs_mb}m inodes={WORKDIR_INODES}"}
+        isolation = {**self.isolation(), "uid": uid, "workdir": workdir_summary(limits)}
         sandbox = LocalSandbox(forked[0], None, limits, isolation, contextlib.ExitStack(),
                                self.settings.log_cap_bytes)
         sandbox.watch(forked[1])
@@ -317,12 +318,10 @@ class LocalRuntime:
             sandbox.kill()
         for reader in sandbox.outputs:
             reader.join(timeout=2)
-        log.warning("a sandbox forked for %s did not get ready (each imports TVM itself from now "
-                    "on): %s", env.id, sandbox.outputs[1].output.text()[-2000:])
         sandbox.discard()
         if self.zygotes is not None:
-            self.zygotes.enabled = False
-            self.zygotes.stop_all()
+            self.zygotes.disable(f"a sandbox forked for {env.id} did not get ready: "
+                                 f"{sandbox.outputs[1].output.text()[-2000:]}")
 
     def _start_zygote(self, env: Environment) -> Zygote:
         """env's zygote, started and ready (it imported TVM); RuntimeFault if it did not get so."""

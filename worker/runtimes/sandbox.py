@@ -124,7 +124,12 @@ def with_workdir_tmpfs(unshare: str | None, command: list[str], path: Path, limi
                "nosuid,nodev")
     wrapped = [unshare, "--mount", "--propagation", "private", "--", "sh", "-c", _MOUNT_THEN_EXEC,
                "sh", options, str(path), *command]
-    return wrapped, f"tmpfs size={limits.tmpfs_mb}m inodes={WORKDIR_INODES}"
+    return wrapped, workdir_summary(limits)
+
+
+def workdir_summary(limits: Limits) -> str:
+    """What a result's `isolation` says of a work directory mounted as a capped tmpfs."""
+    return f"tmpfs size={limits.tmpfs_mb}m inodes={WORKDIR_INODES}"
 
 
 class SandboxProcess(Protocol):

@@ -81,7 +81,7 @@ class ForkedProcess:
 
     def kill_tree(self) -> None:
         """Kill it; it is PID 1 of its namespace, so everything it started goes with it."""
-        with contextlib.suppress(ProcessLookupError, OSError):
+        with contextlib.suppress(OSError):  # it ended already
             signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
 
     def release(self) -> None:
@@ -100,10 +100,8 @@ class Zygote:
     def __init__(self, proc: subprocess.Popen[bytes], control: socket.socket,
                  hold: contextlib.ExitStack, rundir: Path) -> None:
         self.proc, self.control, self.hold, self.rundir = proc, control, hold, rundir
-        self.lock = threading.Lock()
-        self.children: list[ForkedProcess] = []
+        self.children: list[ForkedProcess] = []  # those not known to have ended
         self.last_spawn = time.monotonic()
-        self.output = b""
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> bool:
         """Until it imported TVM and serves requests; False when it died or took too long."""
@@ -142,8 +140,7 @@ class Zygote:
         given = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1], theirs.fileno()]
         kept = [pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]]
         try:
-            with self.lock:
-                socket.send_fds(self.control, [json.dumps(request).encode()], given)
+            socket.send_fds(self.control, [json.dumps(request).encode()], given)
             mine.settimeout(REPLY_TIMEOUT_S)
             message, fds, _, _ = socket.recv_fds(mine, 64, 1)
             if message != b"started" or len(fds) != 1:
@@ -178,9 +175,7 @@ class Zygote:
 def control_pair() -> tuple[socket.socket, int]:
     """The runtime's end of a zygote's control socket, and the descriptor the zygote inherits."""
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    fd = os.dup(theirs.fileno())
-    theirs.close()
-    return mine, fd
+    return mine, theirs.detach()
 
 
 class Zygotes:
@@ -192,7 +187,7 @@ class Zygotes:
         self.start, self.idle_s = start, idle_s
         self.running: dict[str, Zygote] = {}
         self.enabled = True
-        self.lock = threading.Lock()  # the pool's starter forks, its reaper stops
+        self.lock = threading.Lock()  # the pool's starter and reserve fork, its reaper stops
 
     def spawn(self, env: Environment, limits: Limits, uid: int, workdir: str,
               start: bool = True) -> tuple[ForkedProcess, IO[bytes]] | None:
@@ -221,9 +216,20 @@ class Zygotes:
             try:
                 zygote = self.running[env.id] = self.start(env)
             except (OSError, RuntimeFault) as exc:
-                log.warning("no zygote here (each sandbox imports TVM itself): %s", exc)
-                self.enabled = False
+                self._disable(str(exc))
         return zygote
+
+    def disable(self, why: str) -> None:
+        """Forking does not work here: stop every zygote, start none again (logged)."""
+        with self.lock:
+            self._disable(why)
+
+    def _disable(self, why: str) -> None:
+        log.warning("sandboxes are not forked here (each imports TVM itself): %s", why)
+        self.enabled = False
+        for zygote in self.running.values():
+            zygote.stop()
+        self.running.clear()
 
     def reap(self) -> None:
         """Stop the zygotes idle as long as a waiting sandbox may be (none of theirs lives)."""
