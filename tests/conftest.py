@@ -17,6 +17,9 @@ import pytest
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.settings import Settings
 
+# Session fixtures every directory may use, loaded once (tests/fixtures/__init__.py says why).
+pytest_plugins = ["tests.fixtures.docker_engine", "tests.fixtures.databases"]
+
 # The two environments the founding case was measured on (../shared/cases/tvm-17357).
 OLD_ENV, NEW_ENV = "tvm-0.25.0-cpu", "tvm-0.27.0.post1-cpu"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

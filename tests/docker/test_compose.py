@@ -20,7 +20,7 @@ import yaml
 
 from cli.up import default_environments
 from tests.conftest import NEW_ENV, OLD_ENV, REPO, shared_case
-from tests.docker.conftest import SCRIPTS, engine_environ, sandbox_containers
+from tests.fixtures.docker_engine import SCRIPTS, engine_environ, sandbox_containers
 from tests.service.stack import free_port
 from tvmrepro.cases import load_case_file
 from tvmrepro.environments import default_catalog

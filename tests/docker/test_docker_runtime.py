@@ -13,7 +13,7 @@ import docker
 import pytest
 
 from tests.conftest import NEW_ENV, OLD_ENV, shared_case
-from tests.docker.conftest import runs_left, wait_for_container
+from tests.fixtures.docker_engine import runs_left, wait_for_container
 from tests.worker.test_local_runtime import HOSTILE, HOSTILE_TIMEOUT_S
 from tests.worker.test_warm_sandboxes import wait_warm
 from tvmrepro.cases import load_case_file, parse_case

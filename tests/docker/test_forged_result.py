@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import NEW_ENV
-from tests.docker.conftest import runs_left
 from tests.docker.test_docker_runtime import run_script
+from tests.fixtures.docker_engine import runs_left
 from tests.worker.test_warm_sandboxes import FORGE
 from tvmrepro.environments import Environment
 from worker.runtimes.docker import DockerRuntime

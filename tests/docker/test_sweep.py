@@ -13,7 +13,7 @@ import docker
 import pytest
 
 from tests.conftest import NEW_ENV, REPO
-from tests.docker.conftest import runs_left, wait_for_container
+from tests.fixtures.docker_engine import runs_left, wait_for_container
 from tvmrepro.environments import Environment
 from tvmrepro.liveness import process_token
 from tvmrepro.settings import Settings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.docker.conftest import docker_tests_wanted
+from tests.fixtures.docker_engine import docker_tests_wanted
 
 
 @pytest.mark.parametrize(("environ", "wanted"), [

@@ -9,7 +9,7 @@ import docker
 import pytest
 
 from tests.conftest import NEW_ENV
-from tests.docker.conftest import runs_left, sandbox_containers
+from tests.fixtures.docker_engine import runs_left, sandbox_containers
 from tests.service.stack import Backend, Stack, dump, founding_body, make_home, sleeping_script
 from tvmrepro.environments import Environment
 from tvmrepro.liveness import process_token

@@ -21,13 +21,6 @@ import pytest
 import redis
 
 from tests.conftest import NEW_ENV
-from tests.docker.conftest import (  # noqa: F401  # fixtures of the private engine
-    base_image,
-    docker_client,
-    docker_host,
-    docker_settings,
-    wheelhouse,
-)
 from tests.service.stack import Backend, Stack, make_home
 from tests.service.test_recovery import OwnRedis
 from tvmrepro.environments import Environment, default_catalog

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from celery import Celery
 
-from tests.service.conftest import REDIS_URL, delete_prefixed
+from tests.fixtures.databases import REDIS_URL, delete_prefixed
 from tests.service.stack import free_port
 from tvmrepro.queue import broker_ping, make_celery, publish_run, queue_length
 from tvmrepro.settings import Settings

@@ -18,7 +18,6 @@ import pytest
 from celery import Celery
 
 from service.jobs import JobService
-from tests.service.conftest import clean_postgres, postgres_url  # noqa: F401  # fixtures
 from tvmrepro.environments import default_catalog
 from tvmrepro.lifecycle import RunState
 from tvmrepro.queue import RUN_TASK, make_celery
