@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from celery import Celery
+from kombu.transport import redis as redis_transport
 
 from tests.fixtures.databases import REDIS_URL, delete_prefixed
 from tests.service.stack import free_port
@@ -95,9 +100,38 @@ def test_processes_racing_to_make_an_embedded_queue_all_publish(tmp_path: Path) 
     assert queue_length(broker, "tvm-race-cpu") == RACERS
 
 
+def _held(app: Celery, channel: Any) -> list[tuple[str, str]]:
+    """(run id, queue) of each message the broker holds as taken and not acknowledged, sorted.
+
+    Redis: its unacknowledged set. The embedded broker has none: a taken message stays in its
+    table, no longer visible (acknowledged or not), and is never delivered again.
+    """
+    from tvmrepro.queue import _run_of
+
+    if isinstance(channel, redis_transport.Channel):
+        client = channel.client
+        runs = [_run_of(client.hget(channel.unacked_key, tag) or b"")
+                for tag in client.zrange(channel.unacked_index_key, 0, -1)]
+    else:
+        engine = sa.create_engine(app.conf.broker_url)
+        with engine.connect() as conn:
+            payloads = conn.execute(sa.text(
+                "SELECT payload FROM kombu_message WHERE NOT visible")).scalars().all()
+        engine.dispose()
+        runs = []
+        for payload in payloads:
+            message = json.loads(payload)
+            args = json.loads(base64.b64decode(message["body"]))[0]
+            runs.append((args[0], message["properties"]["delivery_info"]["routing_key"]))
+    assert None not in runs, runs
+    return sorted(run for run in runs if run is not None)
+
+
 def test_finished_runs_leave_no_unacknowledged_message(app: Celery) -> None:
-    """What a killed worker left unacknowledged is dropped once its run is done, not before."""
-    from tvmrepro.queue import _run_of, drop_finished_unacked, queue_name
+    """What a killed worker left unacknowledged is dropped once its run is done, not before
+    (Redis, where it would come back after the visibility timeout). The embedded broker never
+    delivers a taken message again: the sweep leaves what it holds as it is."""
+    from tvmrepro.queue import drop_finished_unacked, queue_name
 
     env, lane = "tvm-x-cpu", {queue_name("tvm-x-cpu")}
     for run_id in ("done-run", "live-run"):
@@ -106,15 +140,17 @@ def test_finished_runs_leave_no_unacknowledged_message(app: Celery) -> None:
         channel = conn.default_channel
         for _ in range(2):  # received and never acknowledged: a worker killed mid-run
             assert channel.basic_get(queue_name(env), no_ack=False) is not None
-        if app.conf.broker_transport_options.get("global_keyprefix") is None:
-            assert drop_finished_unacked(app, lane, lambda: set()) == 0  # SQL: nothing to do
-            return
+        taken = [("done-run", queue_name(env)), ("live-run", queue_name(env))]
+        assert _held(app, channel) == taken
+        # Another lane's sweep leaves these alone, finished or not.
         assert drop_finished_unacked(app, {queue_name("tvm-y-cpu")}, lambda: set()) == 0
-        assert drop_finished_unacked(app, lane, lambda: {"live-run"}) == 1
-        client = channel.client
-        left = [_run_of(client.hget(channel.unacked_key, tag) or b"")
-                for tag in client.zrange(channel.unacked_index_key, 0, -1)]
-        assert left == [("live-run", queue_name(env))]
+        assert _held(app, channel) == taken
+        dropped = drop_finished_unacked(app, lane, lambda: {"live-run"})
+        if isinstance(channel, redis_transport.Channel):
+            assert (dropped, _held(app, channel)) == (1, [("live-run", queue_name(env))])
+        else:
+            assert (dropped, _held(app, channel)) == (0, taken)
+        assert queue_length(app, env) == 0  # neither waits to be delivered again
 
 
 def test_a_worker_runs_one_run_per_core_within_its_memory(tmp_path: Path) -> None:

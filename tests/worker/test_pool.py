@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -20,7 +21,14 @@ from tvmrepro.settings import Settings
 from worker.runner import run_variant
 from worker.runtimes.base import Limits
 from worker.runtimes.local import LocalRuntime
-from worker.runtimes.pool import QUIET_S, WarmPool, warm_at_start
+from worker.runtimes.pool import (
+    ALWAYS_AT_START,
+    QUIET_S,
+    WARM_AT_START_SHARE,
+    WARM_SANDBOX_MIB,
+    WarmPool,
+    warm_at_start,
+)
 
 pytestmark = pytest.mark.tvm
 IDLE_S = 2.0
@@ -40,7 +48,7 @@ def test_a_sandbox_idle_past_the_setting_is_stopped_and_removed(
     try:
         runtime.prewarm([env])
         wait_warm(runtime, env)
-        assert runtime.pool is not None
+        assert runtime.pool is not None and runtime.zygotes is not None
         key = (env.id, Limits.pooled(runtime.settings))
         deadline = time.monotonic() + WARM_WAIT_S
         (_, sandbox), = runtime.pool.waiting[key]
@@ -89,7 +97,8 @@ def test_reserved_sandboxes_no_run_took_end_with_the_runtime(
     (sandboxes,) = runtime.reserved.waiting.values()
     assert len(sandboxes) == 2 and all(s.alive() for s in sandboxes)
     runtime.close()
-    assert all(not s.alive() and not s.rundir.exists() for s in sandboxes)
+    assert all(not s.alive() and s.rundir is not None and not s.rundir.exists()
+               for s in sandboxes)
 
 
 def test_a_taken_sandbox_is_replaced_once_its_run_is_over(
@@ -152,30 +161,41 @@ class _FakeSandbox:
         pass
 
 
-def _failing_start(fault: Exception):  # type: ignore[no-untyped-def]
+def _failing_start(fault: Exception) -> Callable[[object], _FakeSandbox]:
     def start(key: object) -> _FakeSandbox:
         raise fault
     return start
 
 
-@pytest.mark.parametrize(("fault", "traceback_logged"), [
-    (RuntimeFault("image tvmrepro/x is not on the engine; build it with: tvmrepro images build x"),
-     False),
-    (ValueError("an unexpected fault"), True)])
-def test_a_known_start_fault_logs_one_line_an_unexpected_one_its_traceback(
-        caplog: pytest.LogCaptureFixture, fault: Exception, traceback_logged: bool) -> None:
+def _start_fault_record(caplog: pytest.LogCaptureFixture, fault: Exception) -> logging.LogRecord:
+    """The one record the pool logs when starting a sandbox fails with `fault`."""
     pool: WarmPool[_FakeSandbox] = WarmPool(_failing_start(fault), size=1, idle_s=60.0)
-    key = ("tvm-x-cpu", "limits")
     try:
         with caplog.at_level(logging.WARNING, logger="worker.runtimes.pool"):
-            pool.fill(key)
-            assert pool.take(key, replace=False) is None  # waits for the start to end
-        (record,) = [r for r in caplog.records if r.name == "worker.runtimes.pool"]
-        assert (record.exc_info is not None) is traceback_logged
-        assert str(fault) in record.getMessage() or traceback_logged
-        assert "tvm-x-cpu" in record.getMessage()
+            pool.fill(("tvm-x-cpu", "limits"))
+            assert pool.take(("tvm-x-cpu", "limits"), replace=False) is None  # waits for the start
     finally:
         pool.close()
+    (record,) = [r for r in caplog.records if r.name == "worker.runtimes.pool"]
+    return record
+
+
+def test_a_known_start_fault_logs_one_line_with_its_message(
+        caplog: pytest.LogCaptureFixture) -> None:
+    fault = RuntimeFault("image tvmrepro/x is not on the engine; build it with: "
+                         "tvmrepro images build x")
+    record = _start_fault_record(caplog, fault)
+    assert record.levelno == logging.WARNING and record.exc_info is None
+    assert record.getMessage() == f"no warm sandbox for tvm-x-cpu yet: {fault}"
+
+
+def test_an_unexpected_start_fault_logs_its_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    fault = ValueError("an unexpected fault")
+    record = _start_fault_record(caplog, fault)
+    assert record.levelno == logging.ERROR and record.exc_info is not None
+    assert record.exc_info[1] is fault  # the fault itself, with its traceback
+    assert "tvm-x-cpu" in record.getMessage()
+    assert "ValueError: an unexpected fault" in caplog.text  # the traceback is in the log
 
 
 class _StartedSandbox:
@@ -191,8 +211,12 @@ class _StartedSandbox:
 
 def test_a_replacement_waits_for_runs_to_stop_unless_a_run_needs_it() -> None:
     started: list[object] = []
-    pool: WarmPool[_StartedSandbox] = WarmPool(
-        lambda key: started.append(key) or _StartedSandbox(), size=1, idle_s=60.0)
+
+    def start(key: object) -> _StartedSandbox:
+        started.append(key)
+        return _StartedSandbox()
+
+    pool: WarmPool[_StartedSandbox] = WarmPool(start, size=1, idle_s=60.0)
     try:
         with pool.running():  # a run of this process: another environment's refill waits
             pool.fill("other-env")
@@ -211,6 +235,24 @@ def test_a_replacement_waits_for_runs_to_stop_unless_a_run_needs_it() -> None:
         pool.close()
 
 
+def _available_mib() -> float:
+    with open("/proc/meminfo") as meminfo:
+        fields = dict(line.split(":", 1) for line in meminfo)
+    return int(fields["MemAvailable"].split()[0]) / 1024
+
+
 def test_a_worker_warms_its_environments_at_start_only_when_they_fit() -> None:
-    assert warm_at_start(environments=2, processes=10**6)  # a few: always
-    assert not warm_at_start(environments=10, processes=10**6)  # far past any host's memory
+    """At this host's memory: a worker of 2 processes (the least one has) warms at start the
+    environments whose sandboxes fit in the share by a margin, not those past it by a margin.
+    The margin (25%) covers what other processes take or free meanwhile."""
+    sandboxes = WARM_AT_START_SHARE * _available_mib() / WARM_SANDBOX_MIB  # that fit, in all
+    processes = 2
+    below, above = int(sandboxes / processes * 0.75), int(sandboxes / processes * 1.25) + 1
+    assert below > ALWAYS_AT_START, f"too little memory available to tell ({sandboxes:.1f})"
+    assert warm_at_start(environments=below, processes=processes)
+    assert not warm_at_start(environments=above, processes=processes)
+    # A few are warmed whatever the memory: at a number of processes for which they do not fit,
+    # one more environment is not.
+    too_many = int(sandboxes / ALWAYS_AT_START * 1.25) + 1
+    assert warm_at_start(environments=ALWAYS_AT_START, processes=too_many)
+    assert not warm_at_start(environments=ALWAYS_AT_START + 1, processes=too_many)
