@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,12 +19,35 @@ from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.settings import Settings
 
 # Session fixtures every directory may use, loaded once (tests/fixtures/__init__.py says why).
-pytest_plugins = ["tests.fixtures.docker_engine", "tests.fixtures.databases"]
+pytest_plugins = ["tests.fixtures.docker_engine", "tests.fixtures.databases", "tests.fixtures.ledger"]
 
 # The two environments the founding case was measured on (../shared/cases/tvm-17357).
 OLD_ENV, NEW_ENV = "tvm-0.25.0-cpu", "tvm-0.27.0.post1-cpu"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 REPO = Path(__file__).resolve().parents[1]
+
+
+# pytest-xdist (`make test` runs it with --dist loadgroup): a test file is the unit handed to a
+# worker process, so a file's module-scoped stacks start once. The Docker tests and the hostile
+# suite are one unit: they share the session's private engine (tests/fixtures/docker_engine.py).
+# The units that take longest go first, so that no worker starts one of them last.
+ONE_UNIT = {"tests/docker/": "docker-engine", "tests/hostile/": "docker-engine"}
+LONGEST_FIRST = ("docker-engine", "tests/test_first_hour.py", "tests/service/test_bisect_over_http.py",
+                 "tests/service/test_recovery.py", "tests/service/test_reduce_over_http.py")
+
+
+def unit_of(item: pytest.Item) -> str:
+    """The xdist group of a test: its file, or the unit its directory belongs to."""
+    path = item.nodeid.split("::")[0]
+    return next((unit for prefix, unit in ONE_UNIT.items() if path.startswith(prefix)), path)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Group the tests by unit and put the longest units first (a stable sort keeps the rest)."""
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(unit_of(item)))
+    rank = {unit: i for i, unit in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(unit_of(item), len(rank)))
 
 
 def shared_case(name: str) -> Path:
@@ -58,6 +82,19 @@ def tvm_envs(settings: Settings) -> dict[str, Environment]:
     for env in envs.values():
         provision(settings, env)
     return envs
+
+
+@pytest.fixture(scope="session")
+def warm_runtime(settings: Settings, tvm_envs: dict[str, Environment]) -> Iterator[Any]:
+    """One local runtime for the session's runs, as a worker's pool process has it: a sandbox of
+    each founding environment waits warm, forked by the environment's zygote (TVM imported
+    once), so a run pays no TVM import. Tests of the cold path make a runtime of their own."""
+    from worker.runtimes.local import LocalRuntime
+
+    runtime = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 1}))
+    runtime.prewarm(list(tvm_envs.values()))
+    yield runtime
+    runtime.close()
 
 
 @pytest.fixture

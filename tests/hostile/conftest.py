@@ -4,17 +4,14 @@ Each runtime's part runs against a service of its own (tests.service.stack: the
 API under gunicorn and a Celery worker as subprocesses, the SQLite store in a
 home of its own) on one private redis-server (its own port and directory, so
 that the suite can kill and restart it without touching the machine's Redis).
-Every check records a row in the ledger; the table and the one figure are
-printed at the end of the session (and written to TVMREPRO_HOSTILE_REPORT).
+Every check records a row in the ledger (tests/fixtures/ledger.py), printed at the end.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -27,64 +24,6 @@ from tvmrepro.environments import Environment, default_catalog
 from worker.images import build_environment_image
 
 MAX_QUEUED = 30  # the API's cap on waiting runs (the burst goes past it)
-
-
-@dataclass
-class Row:
-    """One check of the suite."""
-
-    runtime: str
-    check: str
-    expected: str
-    got: str
-    passed: bool
-
-
-@dataclass
-class Ledger:
-    """Everything the suite checked, and the jobs it lost or ran twice."""
-
-    rows: list[Row] = field(default_factory=list)
-    lost: int = 0
-    duplicates: int = 0
-
-    def add(self, runtime: str, check: str, expected: str, got: str, passed: bool) -> bool:
-        """Record one check; returns whether it passed."""
-        self.rows.append(Row(runtime, check, expected, got, passed))
-        return passed
-
-    def table(self) -> str:
-        """The table and the figure, as printed."""
-        cells = [(r.runtime, r.check, r.expected, r.got[:60], "ok" if r.passed else "FAIL")
-                 for r in self.rows]
-        head = ("runtime", "check", "expected", "got", "ok")
-        widths = [max(len(row[i]) for row in [head, *cells]) for i in range(len(head))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-                 for row in [head, *cells]]
-        passed = sum(r.passed for r in self.rows)
-        lines.append(f"hostile: {passed} of {len(self.rows)} cases passed, "
-                     f"{self.lost} jobs lost, {self.duplicates} duplicates")
-        return "\n".join(lines)
-
-
-LEDGER = Ledger()
-
-
-@pytest.fixture(scope="session")
-def ledger() -> Ledger:
-    """The session's ledger (printed by pytest_terminal_summary)."""
-    return LEDGER
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Print the table and the figure after the tests (when the suite ran)."""
-    if not LEDGER.rows:
-        return
-    text = LEDGER.table()
-    terminalreporter.write_sep("=", "hostile suite")
-    terminalreporter.write_line(text)
-    if report := os.environ.get("TVMREPRO_HOSTILE_REPORT"):
-        Path(report).write_text(text + "\n")
 
 
 class PrivateRedis(OwnRedis):

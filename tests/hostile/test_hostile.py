@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import NEW_ENV
+from tests.fixtures.ledger import Ledger
 from tests.hostile.cases import CASES, NORMAL, Hostile
-from tests.hostile.conftest import Ledger, PrivateRedis, make_stack
+from tests.hostile.conftest import PrivateRedis, make_stack
 from tests.service.stack import Stack, sleeping_script
 from tests.worker.test_local_runtime import processes_of
 
@@ -43,7 +44,7 @@ def stack(request: pytest.FixtureRequest, private_redis: PrivateRedis,
     running.runtime = request.param  # type: ignore[attr-defined]
     running.uids = set()  # type: ignore[attr-defined]
     yield running
-    running.close()
+    running.close(clean=True)
 
 
 def runtime_of(stack: Stack) -> str:
@@ -217,7 +218,7 @@ def test_nothing_left_behind(stack: Stack, ledger: Ledger, private_redis: Privat
     deadline = time.monotonic() + UNACKED_SWEEP_S
     while redis_entries(stack, private_redis) and time.monotonic() < deadline:
         time.sleep(0.5)
-    stack.close()  # a clean stop of the API and the worker
+    stack.close(clean=True)
     left = [p.name for p in stack.settings.work_dir.glob("sandbox-*")]
     if runtime_of(stack) == "local":
         left += [line for uid in stack.uids for line in processes_of(uid)]  # type: ignore[attr-defined]

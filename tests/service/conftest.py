@@ -15,7 +15,6 @@ from tests.fixtures.databases import REDIS_URL
 from tests.service.stack import Backend, Stack, make_home
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import Environment
-from tvmrepro.settings import Settings
 
 BACKENDS = ("embedded", "redis+postgres")
 
@@ -47,12 +46,10 @@ def founding_case() -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def local_cells(founding_case: dict[str, Any], tvm_envs: dict[str, Environment],
-                settings: Settings) -> dict[tuple[str, str], dict[str, Any]]:
+                warm_runtime: Any) -> dict[tuple[str, str], dict[str, Any]]:
     """The founding case run here without the service: (variant, env) -> result."""
     from worker.runner import run_variant
-    from worker.runtimes.local import LocalRuntime
 
     case = parse_case(founding_case)
-    runtime = LocalRuntime(settings)
-    return {(variant, env_id): run_variant(case, variant, tvm_envs[env_id], runtime).to_json()
+    return {(variant, env_id): run_variant(case, variant, tvm_envs[env_id], warm_runtime).to_json()
             for variant in case.variant_names for env_id in (OLD_ENV, NEW_ENV)}

@@ -27,9 +27,9 @@ def matmul_relu_case() -> dict:
 
 
 def test_entry_is_called_with_seeded_inputs_and_outputs_summarized(
-        tvm_envs: dict[str, Environment], settings: Settings) -> None:
+        tvm_envs: dict[str, Environment], warm_runtime: LocalRuntime) -> None:
     case = parse_case(matmul_relu_case())
-    results = [run_variant(case, "default", tvm_envs[e], LocalRuntime(settings)) for e in (OLD_ENV, NEW_ENV)]
+    results = [run_variant(case, "default", tvm_envs[e], warm_runtime) for e in (OLD_ENV, NEW_ENV)]
     rng = np.random.RandomState(0)
     x = rng.standard_normal((256, 256)).astype("float32")
     w = rng.standard_normal((256, 256)).astype("float32")
@@ -43,28 +43,28 @@ def test_entry_is_called_with_seeded_inputs_and_outputs_summarized(
     assert results[0].outputs["sha256"] == results[1].outputs["sha256"]
 
 
-def test_other_seed_other_checksum(tvm_envs: dict[str, Environment], settings: Settings) -> None:
+def test_other_seed_other_checksum(tvm_envs: dict[str, Environment], warm_runtime: LocalRuntime) -> None:
     data = matmul_relu_case()
     data["inputs"] = {"seed": 1}
-    result = run_variant(parse_case(data), "default", tvm_envs[NEW_ENV], LocalRuntime(settings))
-    seed0 = run_variant(parse_case(matmul_relu_case()), "default", tvm_envs[NEW_ENV], LocalRuntime(settings))
+    result = run_variant(parse_case(data), "default", tvm_envs[NEW_ENV], warm_runtime)
+    seed0 = run_variant(parse_case(matmul_relu_case()), "default", tvm_envs[NEW_ENV], warm_runtime)
     assert result.outputs["sha256"] != seed0.outputs["sha256"]
 
 
 def test_missing_pass_in_this_tvm_is_incompatible(tvm_envs: dict[str, Environment],
-                                                  settings: Settings) -> None:
+                                                  warm_runtime: LocalRuntime) -> None:
     data = matmul_relu_case()
     data["variants"] = [{"name": "v", "passes": ["LegalizeOps", "NotAPassAnywhere"]}]
-    result = run_variant(parse_case(data), "v", tvm_envs[NEW_ENV], LocalRuntime(settings))
+    result = run_variant(parse_case(data), "v", tvm_envs[NEW_ENV], warm_runtime)
     assert result.status == "incompatible"
     assert result.stage == "pass:1:NotAPassAnywhere"
     assert [p.name for p in result.passes] == ["LegalizeOps"]
 
 
-def test_parse_error_keeps_its_message(tvm_envs: dict[str, Environment], settings: Settings) -> None:
+def test_parse_error_keeps_its_message(tvm_envs: dict[str, Environment], warm_runtime: LocalRuntime) -> None:
     data = matmul_relu_case()
     data["source"] = data["source"].replace("R.nn.relu(y)", "R.nn.relu(y, y, y)")
-    result = run_variant(parse_case(data), "default", tvm_envs[NEW_ENV], LocalRuntime(settings))
+    result = run_variant(parse_case(data), "default", tvm_envs[NEW_ENV], warm_runtime)
     assert result.status == "error"
     assert result.stage == "parse"
     # TVMScript's own diagnostic, without the parser's "note: run with ..." advice.
@@ -86,19 +86,19 @@ def test_without_bwrap_falls_back_and_says_so(tvm_envs: dict[str, Environment],
     assert result.message == f"[Errno {errno.ENETUNREACH}] {os.strerror(errno.ENETUNREACH)}"
 
 
-def test_old_target_strings_are_ported(tvm_envs: dict[str, Environment], settings: Settings) -> None:
+def test_old_target_strings_are_ported(tvm_envs: dict[str, Environment], warm_runtime: LocalRuntime) -> None:
     data = matmul_relu_case()
     data["target"] = "llvm -mcpu=x86-64 -num-cores=2"
-    module = run_variant(parse_case(data), "default", tvm_envs[OLD_ENV], LocalRuntime(settings))
+    module = run_variant(parse_case(data), "default", tvm_envs[OLD_ENV], warm_runtime)
     assert module.status == "ok", module.log.stderr[-2000:]
     script = ("import tvm\nt = tvm.target.Target('llvm -mcpu=x86-64')\n"
               "assert t.attrs['mcpu'] == 'x86-64', t\n")
-    result = run_variant(parse_case({"script": script}), "script", tvm_envs[NEW_ENV], LocalRuntime(settings))
+    result = run_variant(parse_case({"script": script}), "script", tvm_envs[NEW_ENV], warm_runtime)
     assert result.status == "ok", result.log.stderr[-2000:]
     assert result.rewrites == ["target-string-to-dict"]
 
 
-def test_reports_may_import_tvm_testing(tvm_envs: dict[str, Environment], settings: Settings) -> None:
+def test_reports_may_import_tvm_testing(tvm_envs: dict[str, Environment], warm_runtime: LocalRuntime) -> None:
     script = "import numpy as np, tvm.testing\ntvm.testing.assert_allclose(np.ones(3), np.ones(3))\n"
-    result = run_variant(parse_case({"script": script}), "script", tvm_envs[OLD_ENV], LocalRuntime(settings))
+    result = run_variant(parse_case({"script": script}), "script", tvm_envs[OLD_ENV], warm_runtime)
     assert result.status == "ok", result.log.stderr[-2000:]

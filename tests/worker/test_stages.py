@@ -63,12 +63,12 @@ MISSING_FUNCTION = HEAD + '''    @R.function(pure=False)
 ONE_RELEASE_EACH = ("tvm-0.25.0.post1-cpu", "tvm-0.26.0-cpu", "tvm-0.27.0.post1-cpu")
 
 
-def run(settings: Settings, env: Environment, source: str, passes: list[str] | None = None,
+def run(runtime: LocalRuntime, env: Environment, source: str, passes: list[str] | None = None,
         entry: str | None = "main") -> Result:
     """One variant "v" of a source case, with the passes given, in the local sandbox."""
     case = parse_case({"source": source, "entry": entry,
                        "variants": [{"name": "v", "passes": passes or []}]})
-    return run_variant(case, "v", env, LocalRuntime(settings))
+    return run_variant(case, "v", env, runtime)
 
 
 def seeded(*shapes: tuple[int, ...]) -> list[Any]:
@@ -78,8 +78,8 @@ def seeded(*shapes: tuple[int, ...]) -> list[Any]:
 
 
 def test_a_failure_inside_a_pass_names_the_pass(tvm_envs: dict[str, Environment],
-                                                settings: Settings) -> None:
-    result = run(settings, tvm_envs[NEW_ENV], ADD, ["LegalizeOps", "MetaScheduleApplyDatabase"])
+                                                warm_runtime: LocalRuntime) -> None:
+    result = run(warm_runtime, tvm_envs[NEW_ENV], ADD, ["LegalizeOps", "MetaScheduleApplyDatabase"])
     assert (result.status, result.stage) == ("error", "pass:1:MetaScheduleApplyDatabase")
     assert result.error_type == "InternalError"
     assert "Target context required" in (result.message or "")
@@ -87,23 +87,23 @@ def test_a_failure_inside_a_pass_names_the_pass(tvm_envs: dict[str, Environment]
 
 
 def test_a_missing_function_fails_at_vm_init(tvm_envs: dict[str, Environment],
-                                             settings: Settings) -> None:
-    result = run(settings, tvm_envs[NEW_ENV], MISSING_FUNCTION)
+                                             warm_runtime: LocalRuntime) -> None:
+    result = run(warm_runtime, tvm_envs[NEW_ENV], MISSING_FUNCTION)
     assert (result.status, result.stage, result.error_type) == ("error", "vm_init",
                                                                 "InternalError")
     assert "Cannot find ffi::Function tvmrepro.no_such_function" in (result.message or "")
 
 
 def test_a_failure_while_running_is_in_run(tvm_envs: dict[str, Environment],
-                                           settings: Settings) -> None:
-    result = run(settings, tvm_envs[NEW_ENV], MISMATCH)
+                                           warm_runtime: LocalRuntime) -> None:
+    result = run(warm_runtime, tvm_envs[NEW_ENV], MISMATCH)
     assert (result.status, result.stage) == ("error", "run")
     assert "match_cast" in (result.message or "") and result.outputs is None
 
 
 def test_tuple_outputs_are_each_summarised(tvm_envs: dict[str, Environment],
-                                           settings: Settings) -> None:
-    result = run(settings, tvm_envs[NEW_ENV], TUPLE)
+                                           warm_runtime: LocalRuntime) -> None:
+    result = run(warm_runtime, tvm_envs[NEW_ENV], TUPLE)
     assert (result.status, result.stage) == ("ok", "run"), result.log.stderr[-2000:]
     x, y = seeded((2, 3), (2, 3))
     assert isinstance(result.outputs, list) and len(result.outputs) == 2
@@ -113,8 +113,8 @@ def test_tuple_outputs_are_each_summarised(tvm_envs: dict[str, Environment],
 
 
 def test_a_symbolic_shape_gets_a_concrete_input(tvm_envs: dict[str, Environment],
-                                                settings: Settings) -> None:
-    result = run(settings, tvm_envs[NEW_ENV], SYMBOLIC)
+                                                warm_runtime: LocalRuntime) -> None:
+    result = run(warm_runtime, tvm_envs[NEW_ENV], SYMBOLIC)
     assert (result.status, result.stage) == ("ok", "run"), result.log.stderr[-2000:]
     assert isinstance(result.outputs, dict)
     (x,) = seeded(tuple(result.outputs["shape"]))
