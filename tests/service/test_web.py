@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.conftest import NEW_ENV, OLD_ENV, REPO, shared_case
@@ -32,7 +31,6 @@ from tvmrepro.environments import Environment
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(600)]
 MISSING = "fused_relax_nn_attention_cutlass_gv"
 FINAL = {"ok", "error", "crash", "timeout", "oom", "incompatible", "infra_error"}
-LOAD_LIMIT_MS = 1000.0
 EVIL = "<script>alert(1)</script>"
 
 
@@ -90,7 +88,7 @@ def only_to(driver: Any, origin: str) -> None:
 def matrix(driver: Any) -> dict[tuple[str, str], str]:
     """(variant, environment) -> the status shown in the cell, once every cell is final."""
     def final() -> dict[tuple[str, str], str] | None:
-        cells: dict[tuple[str, str], str] = driver.execute_script("""
+        cells: list[tuple[str, str, str, str]] = driver.execute_script("""
             const envs = [...document.querySelectorAll('#matrix thead th code')].map(c => c.textContent);
             return [...document.querySelectorAll('#matrix tbody tr')].flatMap(tr =>
               [...tr.querySelectorAll('td.cell')].map((td, j) =>
@@ -182,12 +180,9 @@ def test_founding_case_from_the_page(browser: Any, stack: Stack, artifacts: Path
         job_loads.append(load_ms(browser))
     only_to(browser, stack.url)
     assert script_errors(browser) == []
+    # How long the pages take is bench/page_load.py's to measure; printed here to be seen.
     print(f"page loads (ms): / {[round(x) for x in loads]}, job {[round(x) for x in job_loads]}; "
           f"screenshots in {artifacts}")
-    # The best of five: what the page costs. On a shared machine other processes only add
-    # to a load (seen here: 0.2 s to 2.5 s for the same page under a load average of 10-15).
-    assert min(loads) < LOAD_LIMIT_MS, loads
-    assert min(job_loads) < LOAD_LIMIT_MS, job_loads
 
 
 def test_user_text_is_shown_as_text(browser: Any, stack: Stack) -> None:
@@ -243,22 +238,24 @@ def test_bad_input_names_the_field(browser: Any, stack: Stack) -> None:
 def test_since_when_posts_a_bisect_job(browser: Any, stack: Stack) -> None:
     case = json.loads(shared_case("tvm-17357/case.json").read_text())
     job = stack.submit({"kind": "run", "case": case, "environments": [OLD_ENV, NEW_ENV]})
-    # What the API says to the same request the button makes.
-    probe = httpx.post(f"{stack.url}/api/v1/jobs", json={
-        "kind": "bisect", "case": case, "variant": "fusetir-once", "oracle": "failure",
-        "environments": [OLD_ENV, NEW_ENV]})
     browser.get(f"{stack.url}/jobs/{job['id']}")
     one(browser, "#since-when").click()
-    if probe.status_code != 202:
-        message = probe.json()["error"]["message"]
-        assert message in one(browser, "#bisect-error").text
-        return
-    wait_for(browser, lambda d: d.current_url.rstrip("/").split("/")[-1] not in
-             (job["id"], probe.json()["id"]), "the bisect job's page")
+    # Accepted: the page moves on to the new job's page (a refusal stays here, in #bisect-error).
+    wait_for(browser, lambda d: d.current_url.rstrip("/").split("/")[-1] != job["id"]
+             or bool(by_css(d, "#bisect-error:not([hidden])")), "the bisect job's page")
+    assert not by_css(browser, "#bisect-error:not([hidden])"), one(browser, "#bisect-error").text
+    bisect_id = browser.current_url.rstrip("/").split("/")[-1]
     one(browser, "#bisect-panel")
     wait_for(browser, lambda d: len(by_css(d, "#timeline li.probe.v-bad")) == 2,
              "both releases probed bad")
     assert "no change" in one(browser, "#bisect-summary").text
+    # What the button asked for: the job's first variant, any failure, every served release.
+    found = stack.wait(bisect_id)
+    assert found["kind"] == "bisect" and found["status"] == "done", found
+    assert found["bisect"]["variant"] == "fusetir-once" and found["bisect"]["oracle"] == "failure"
+    assert found["bisect"]["environments"] == [OLD_ENV, NEW_ENV]
+    assert found["bisect"]["verdict"] == "unchanged"
+    assert [p["verdict"] for p in found["bisect"]["probes"]] == ["bad", "bad"]
 
 
 def test_pages_answer_without_a_browser(stack: Stack) -> None:
