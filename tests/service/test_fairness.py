@@ -3,7 +3,7 @@
 A real worker (default concurrency, real local runtime, real TVM) holds a
 `while True: pass` run with a long time limit; a normal job submitted after it
 must be done while the busy run still runs. With one run at a time per worker
-(TVMREPRO_WORKER_CONCURRENCY=1) the normal job waited for the busy one.
+(TVMREPRO_WORKER_CONCURRENCY=1) the normal job waits for the busy one's whole time limit.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from tvmrepro.queue import SHORT_RUN_S, queue_name
 
 pytestmark = [pytest.mark.timeout(600)]
 BUSY_TIMEOUT_S = SHORT_RUN_S + 60  # in the long lane, and far longer than a normal run
+ONE_SLOT_BUSY_S = 20  # with one slot the test waits all of it: short, yet far longer than a run
 
 
 def busy_case(timeout_s: int) -> dict[str, Any]:
@@ -44,6 +45,28 @@ def test_a_normal_job_finishes_while_a_busy_loop_runs(stack: Stack) -> None:
     assert busy_now is not None
     assert [run.state for run in busy_now.runs] == ["running"], dump(busy_now.model_dump())
     assert [run["result"]["status"] for run in done["runs"]] == ["ok"], dump(done)
+
+
+@pytest.mark.parametrize("backend", ["redis+postgres"], indirect=True)
+def test_with_one_run_at_a_time_a_normal_job_waits_for_the_busy_loop(stack: Stack) -> None:
+    stack.configure(TVMREPRO_WORKER_CONCURRENCY="1")
+    stack.start_api()
+    stack.start_worker(NEW_ENV)
+    busy = stack.submit(founding_body(busy_case(ONE_SLOT_BUSY_S), [NEW_ENV]))
+    stack.wait_running(busy["id"])
+    normal = stack.submit(founding_body(normal_case(), [NEW_ENV]))
+    done = stack.wait(normal["id"], timeout=ONE_SLOT_BUSY_S + 120)
+    assert [run["result"]["status"] for run in done["runs"]] == ["ok"], dump(done)
+    stack.wait(busy["id"], timeout=ONE_SLOT_BUSY_S + 60)
+    busy_now, normal_now = stack.store.job(busy["id"]), stack.store.job(normal["id"])
+    assert busy_now is not None and normal_now is not None
+    (busy_run,), (normal_run,) = busy_now.runs, normal_now.runs
+    assert busy_run.result is not None and busy_run.result["status"] == "timeout", dump(
+        busy_now.model_dump())
+    # The one slot was the busy run's until its time limit ended it: only then was the normal
+    # run taken (the store's own times, not this test's clock).
+    assert busy_run.finished_at is not None and normal_run.claimed_at is not None
+    assert normal_run.claimed_at >= busy_run.finished_at, (busy_run, normal_run)
 
 
 def test_lanes_follow_the_time_limit() -> None:
