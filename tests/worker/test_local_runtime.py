@@ -74,7 +74,6 @@ def test_hostile_script_ends_with_status(name: str, tvm_envs: dict[str, Environm
     result = run_script(script, env, runtime, timeout_s=HOSTILE_TIMEOUT_S, memory_mb=2048)
     assert result.status == expected, (result.message, result.log.stderr[-2000:])
     assert result.stage == "script"
-    assert result.seconds["total"] < HOSTILE_TIMEOUT_S + 10
     assert processes_of(result.isolation["uid"]) == []
     follow_up = run_script("print('still fine')\n", env, runtime)
     assert follow_up.status == "ok"
