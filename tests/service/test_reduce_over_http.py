@@ -17,20 +17,40 @@ from typing import Any
 
 import pytest
 
+from tests.cli.test_extract_reduce import founding_steps
 from tests.conftest import NEW_ENV, OLD_ENV, REPO
 from tests.service.stack import Stack, dump
 from tvmrepro.narrowing_jobs import narrowing
+from worker.reduction import source_lines
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(900)]
 ONE_BACKEND = pytest.mark.parametrize("backend", ["redis+postgres"], indirect=True)
 EMBEDDED = pytest.mark.parametrize("backend", ["embedded"], indirect=True)
-BUDGET_S = 90  # drops FuseTIR and the unused functions (60 s did here), with room for load
+# Enough for the pass list, which is what is checked (the module's edits are checked by
+# tests/cli/test_extract_reduce.py): with a load of 9 on these 2 cores its last batch of runs
+# started at 35 s and ended at 42 s.
+BUDGET_S = 60
+# The least a reduce job's budget may be: the tests that only need a reduce job's answer.
+LEAST_BUDGET_S = 10
+FOUNDING_PASSES = ["FuseTIR", "LambdaLift", "AllocateWorkspace"]
 CASES = REPO / "tests" / "cases"
 
 
 def pass_names(case: dict[str, Any]) -> list[str]:
     """The one variant's pass names."""
     return [p if isinstance(p, str) else p["name"] for p in case["variants"][0]["passes"]]
+
+
+def founding_reduction(found: dict[str, Any]) -> list[str]:
+    """Check a founding-case reduction however far its budget let it go: its steps are the first
+    of those measured, its passes and lines those its last step left. Its steps."""
+    steps = founding_steps(found)
+    assert found["before"] == {"passes": 3, "lines": 146}
+    assert found["steps"] == len(steps) - 1  # the reference is no step
+    passes = pass_names(found["case"])
+    assert passes == (["LambdaLift", "AllocateWorkspace"] if len(steps) > 1 else FOUNDING_PASSES)
+    assert found["after"] == {"passes": len(passes), "lines": source_lines(found["case"]["source"])}
+    return steps
 
 
 def rerun(stack: Stack, case: dict[str, Any], env: str) -> dict[str, Any]:
@@ -77,10 +97,8 @@ def test_the_founding_case_reduces_over_http_and_the_reduced_case_still_fails_al
     assert seen and {s["progress"]["phase"] for s in seen} - {"baseline"}, dump(seen)
     sizes = [s["progress"]["lines"] for s in seen if s["progress"].get("lines")]
     assert sizes == sorted(sizes, reverse=True), sizes
-    assert found["before"] == {"passes": 3, "lines": found["before"]["lines"]}
-    assert found["after"]["passes"] <= 3
-    assert found["after"]["lines"] < found["before"]["lines"]
-    assert set(pass_names(found["case"])) <= {"FuseTIR", "LambdaLift", "AllocateWorkspace"}
+    # FuseTIR went; the module's edits, if the budget let any be taken, are the measured ones.
+    assert len(founding_reduction(found)) >= 2, found["log"]
     # The job's one run is the original variant's run: the signature the reduction kept.
     original = done["runs"][0]["result"]
     assert original["status"] == "error" and original["signature"] == found["signature"]
@@ -96,7 +114,8 @@ def test_the_founding_case_reduces_over_http_and_the_reduced_case_still_fails_al
     assert f"tvmrepro run reduced.json --local --env {NEW_ENV}" in text
     assert (f"| before | 3: FuseTIR, LambdaLift, AllocateWorkspace | "
             f"{found['before']['lines']} |") in text
-    assert f"| after | {found['after']['passes']}: " in text
+    assert (f"| after | 2: LambdaLift, AllocateWorkspace | "
+            f"{found['after']['lines']} |") in text
     assert found["case"]["source"].strip().splitlines()[-1] in text
 
 
@@ -142,7 +161,7 @@ def test_the_command_line_reduces_and_extracts_through_the_service(
     case = tmp_path / "case.json"
     case.write_text(json.dumps(json.loads((CASES / "tvm-17357" / "case.json").read_text())))
     reduce = [sys.executable, "-m", "cli", "reduce", str(case), "--env", NEW_ENV, "--budget-s",
-              "10", "--json", "-o", str(tmp_path / "reduced.json")]
+              str(LEAST_BUDGET_S), "--json", "-o", str(tmp_path / "reduced.json")]
     # fusetir-twice runs to the end on this release: nothing to reduce, said as bad input.
     proc = subprocess.run([*reduce, "--variant", "fusetir-twice"], capture_output=True,
                           text=True, env=environ, cwd=REPO, timeout=300)
@@ -152,7 +171,7 @@ def test_the_command_line_reduces_and_extracts_through_the_service(
                           text=True, env=environ, cwd=REPO, timeout=300)
     assert proc.returncode == 0, proc.stderr
     found = json.loads(proc.stdout)
-    assert found["after"]["lines"] <= found["before"]["lines"] and found["job"], found
+    founding_reduction(found)
     assert json.loads((tmp_path / "reduced.json").read_text()) == found["case"]
     assert "[baseline] running the case as it is" in proc.stderr  # progress while it ran
     job = stack.http.get(f"/api/v1/jobs/{found['job']}").json()
@@ -164,7 +183,7 @@ def test_bad_reduce_and_extract_requests_name_the_field(stack: Stack,
                                                         founding_case: dict[str, Any]) -> None:
     stack.start_api()
     script = {"script": "import tvm\n"}
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"kind": "reduce", "case": founding_case, "environments": [OLD_ENV, NEW_ENV],
           "variant": "fusetir-once"}, "environments"),
         ({"kind": "reduce", "case": founding_case, "environments": [NEW_ENV]}, "variant"),
@@ -228,7 +247,7 @@ def test_the_page_reduces_a_failing_cell_and_shows_a_reduction(
         # A finished reduction: the sizes before and after, and the reduced module.
         done = stack.wait(stack.submit({"kind": "reduce", "case": founding_case,
                                         "environments": [NEW_ENV], "variant": "fusetir-once",
-                                        "budget_s": 15})["id"], timeout=300)
+                                        "budget_s": LEAST_BUDGET_S})["id"], timeout=300)
         found = done["reduce"]
         browser.get(f"{stack.url}/jobs/{done['id']}")
         wait_for(browser, lambda d: d.find_element(By.ID, "narrow-heading").text == "Reduced",
@@ -249,12 +268,12 @@ def test_a_reduce_job_survives_kill_9_of_the_process_reducing_it(
     stack.start_api()
     stack.start_worker(NEW_ENV)
     job = stack.submit({"kind": "reduce", "case": founding_case, "environments": [NEW_ENV],
-                        "variant": "fusetir-once", "budget_s": 15})
+                        "variant": "fusetir-once", "budget_s": LEAST_BUDGET_S})
     run = stack.wait_running(job["id"])
     os.kill(int(run["claimed_by"].split(":")[1]), signal.SIGKILL)  # the pool process
     done = stack.wait(job["id"], timeout=300)
     found = done["reduce"]
     assert done["status"] == "done" and found["state"] == "done", dump(done)
     assert done["runs"][0]["deliveries"] == 2  # reduced again by another process
-    assert found["after"]["lines"] <= found["before"]["lines"]
+    founding_reduction(found)
     assert found["signature"] == done["runs"][0]["result"]["signature"]
