@@ -13,8 +13,12 @@ lint:
 types:
 	.venv/bin/mypy
 
+# The suite in TEST_WORKERS processes (pytest-xdist; tests/conftest.py says what runs together),
+# with the 30 slowest steps printed so that every log shows where the time goes. Most of a
+# test's time is waiting on processes it started, so three share two cores well.
+TEST_WORKERS ?= 3
 test:
-	.venv/bin/pytest -ra
+	.venv/bin/pytest -ra --durations=30 -n $(TEST_WORKERS) --dist loadgroup
 
 # What CI runs: set up, lint, type-check, then the whole test suite. The Docker tests
 # are part of it: setup installs the engine (as root) and they start their own dockerd;

@@ -32,13 +32,17 @@ REPO = Path(__file__).resolve().parents[1]
 # suite are one unit: they share the session's private engine (tests/fixtures/docker_engine.py).
 # The units that take longest go first, so that no worker starts one of them last.
 ONE_UNIT = {"tests/docker/": "docker-engine", "tests/hostile/": "docker-engine"}
-LONGEST_FIRST = ("docker-engine", "tests/test_first_hour.py", "tests/service/test_bisect_over_http.py",
-                 "tests/service/test_recovery.py", "tests/service/test_reduce_over_http.py")
+LONGEST_FIRST = ("docker-engine", "hostile-local", "tests/test_first_hour.py",
+                 "tests/service/test_bisect_over_http.py", "tests/service/test_recovery.py",
+                 "tests/service/test_reduce_over_http.py")
 
 
 def unit_of(item: pytest.Item) -> str:
-    """The xdist group of a test: its file, or the unit its directory belongs to."""
+    """The xdist group of a test: its file, or the unit its directory belongs to. The hostile
+    suite's local half needs no engine: it is a unit of its own (its own private Redis)."""
     path = item.nodeid.split("::")[0]
+    if path.startswith("tests/hostile/") and "[local" in item.nodeid:
+        return "hostile-local"
     return next((unit for prefix, unit in ONE_UNIT.items() if path.startswith(prefix)), path)
 
 
@@ -95,6 +99,15 @@ def warm_runtime(settings: Settings, tvm_envs: dict[str, Environment]) -> Iterat
     runtime.prewarm(list(tvm_envs.values()))
     yield runtime
     runtime.close()
+
+
+@pytest.fixture(scope="session")
+def founding_local_runs(test_home: Path, tvm_envs: dict[str, Environment]) -> list[dict[str, Any]]:
+    """`tvmrepro run` of the founding case `--local` on both environments, once per session
+    (the CLI, the harness, the report and the symbol trace tests all read it)."""
+    from tests.cli.test_cli_local import run_json
+
+    return run_json(shared_case("tvm-17357/case.json"), test_home)
 
 
 @pytest.fixture

@@ -38,9 +38,9 @@ def cell(runs: list[dict[str, Any]], variant: str, env: str) -> dict[str, Any]:
     return next(r for r in runs if r["variant"] == variant and r["environment"] == env)
 
 
-@pytest.fixture(scope="module")
-def module_runs(tvm_envs: dict, test_home: Path) -> list[dict[str, Any]]:
-    return run_json(shared_case("tvm-17357/case.json"), test_home)
+@pytest.fixture
+def module_runs(founding_local_runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return founding_local_runs
 
 
 def test_fusetir_once_fails_at_vm_init_with_one_signature(module_runs: list[dict]) -> None:

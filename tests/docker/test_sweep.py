@@ -54,10 +54,8 @@ def test_kill_9_leaves_a_container_that_the_next_start_removes(
         worker.wait()
     time.sleep(1)
     assert _running(docker_client, "killed-run")  # nobody cleaned up: the worker died
-    started = time.monotonic()
     runtime = DockerRuntime(docker_settings)  # what a worker does when it starts
     assert "killed-run" in runtime.swept
-    assert time.monotonic() - started < 15
     assert runs_left(docker_client) == []
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,9 +28,9 @@ def run_standalone(settings: Settings, env: Environment, script: str, tmp_path: 
 
 
 def test_the_founding_reproducer_fails_the_same_way(settings: Settings, tmp_path: Path,
-                                                    tvm_envs: dict[str, Environment]) -> None:
-    runs = run_json(shared_case("tvm-17357/case.json"), settings.home)
-    for run in runs:
+                                                    tvm_envs: dict[str, Environment],
+                                                    founding_local_runs: list[dict[str, Any]]) -> None:
+    for run in founding_local_runs:
         output = run_standalone(settings, tvm_envs[run["environment"]], run["reproducer"], tmp_path)
         if run["variant"] == "fusetir-once":
             assert f"Cannot find ffi::Function {MISSING_FUNCTION}" in output, output[-2000:]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import NEW_ENV, OLD_ENV, shared_case
-from tests.fixtures.databases import REDIS_URL
+from tests.fixtures.databases import REDIS_URL, own_database, own_prefix
 from tests.service.stack import Backend, Stack, make_home
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import Environment
@@ -26,6 +26,24 @@ def backend(request: pytest.FixtureRequest) -> Backend:
         return Backend("embedded")
     return Backend("redis+postgres", REDIS_URL, request.getfixturevalue("clean_postgres"),
                    request.getfixturevalue("redis_prefix"))
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def module_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    """A backend for a stack that a module's tests share (they only submit and read): a
+    database and Redis keys of the module's own, removed at its end. A module's tests run in
+    one xdist worker (tests/conftest.py), so one stack serves them all."""
+    if request.param == "embedded":
+        yield Backend("embedded")
+        return
+    with own_database() as url, own_prefix() as prefix:
+        yield Backend("redis+postgres", REDIS_URL, url, prefix)
+
+
+def tagged(case: dict[str, Any], tag: str) -> dict[str, Any]:
+    """The case with a comment of its own at the end of its source: a cache key no other
+    submission to a shared stack has (the runs are fresh; what they do is the same)."""
+    return {**case, "source": f"{case['source'].rstrip()}\n# {tag}\n"}
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +25,13 @@ from tests.bisect_support import (
     start_worker_for,
 )
 from tests.conftest import NEW_ENV, OLD_ENV
-from tests.service.stack import Stack, dump
+from tests.fixtures.databases import REDIS_URL, own_database, own_prefix
+from tests.service.stack import Backend, Stack, dump, make_home
 from tvmrepro.models import JobView
 from tvmrepro.report import render_report
 from tvmrepro.settings import Settings
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(1500)]
-ONE_BACKEND = pytest.mark.parametrize("backend", ["redis+postgres"], indirect=True)
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +43,22 @@ def cpu_releases(settings: Settings) -> list[str]:
     for env_id in CPU_RELEASES:
         provision(settings, default_catalog().get(env_id))
     return CPU_RELEASES
+
+
+@pytest.fixture(scope="module")
+def releases(cpu_releases: list[str], tmp_path_factory: pytest.TempPathFactory,
+             test_home: Path) -> Iterator[Stack]:
+    """The API and one worker serving every CPU release, on Redis and PostgreSQL, shared by the
+    tests that only submit and read (each submits cases of its own)."""
+    with own_database() as url, own_prefix() as prefix:
+        running = Stack(Backend("redis+postgres", REDIS_URL, url, prefix),
+                        make_home(tmp_path_factory.mktemp("releases"), test_home))
+        try:
+            running.start_api()
+            start_worker_for(running, cpu_releases)
+            yield running
+        finally:
+            running.close()
 
 
 def claimer_pid(run: dict[str, Any]) -> int:
@@ -60,11 +77,9 @@ def changes(found: dict[str, Any]) -> list[tuple[str, str, str, str, list[str]]]
             for t in found["transitions"]]
 
 
-@ONE_BACKEND
 def test_the_founding_case_is_bad_everywhere_with_one_signature(
-        stack: Stack, founding_case: dict[str, Any], cpu_releases: list[str]) -> None:
-    stack.start_api()
-    start_worker_for(stack, cpu_releases)
+        releases: Stack, founding_case: dict[str, Any], cpu_releases: list[str]) -> None:
+    stack = releases
     job = stack.submit(bisect_body(founding_case, cpu_releases, variant="fusetir-once",
                                    oracle="signature"))
     assert job["bisect"]["progress"]["total"] == len(cpu_releases)
@@ -87,11 +102,9 @@ def test_the_founding_case_is_bad_everywhere_with_one_signature(
     assert "tvmrepro bisect case.json --variant fusetir-once" in text
 
 
-@ONE_BACKEND
 def test_an_incompatible_release_in_the_middle_is_a_candidate_and_the_report_reproduces(
-        stack: Stack, cpu_releases: list[str], tmp_path: Path) -> None:
-    stack.start_api()
-    start_worker_for(stack, SKIP_RANGE)
+        releases: Stack, tmp_path: Path) -> None:
+    stack = releases
     done = stack.wait(stack.submit(bisect_body(skip_in_the_middle(), SKIP_RANGE))["id"])
     found = done["bisect"]
     assert found["verdict"] == "inconclusive", dump(found)
@@ -139,11 +152,9 @@ def test_a_bisect_job_survives_kill_9_of_the_process_running_a_probe(stack: Stac
     assert len(stack.result_rows(job["id"])) == 2
 
 
-@ONE_BACKEND
-def test_binary_strategy_probes_the_ends_then_halves(stack: Stack,
+def test_binary_strategy_probes_the_ends_then_halves(releases: Stack,
                                                      cpu_releases: list[str]) -> None:
-    stack.start_api()
-    start_worker_for(stack, cpu_releases)
+    stack = releases
     job = stack.submit(bisect_body(fixed_in_027(0, "binary"), cpu_releases, strategy="binary"))
     assert job["environments"] == [cpu_releases[0], cpu_releases[-1]]  # both ends first
     done = stack.wait(job["id"], timeout=300)
@@ -157,8 +168,8 @@ def test_binary_strategy_probes_the_ends_then_halves(stack: Stack,
     assert set(by_order) == set(done["environments"])
 
 
-def test_bad_bisect_requests_name_the_field(stack: Stack, founding_case: dict[str, Any]) -> None:
-    stack.start_api()
+def test_bad_bisect_requests_name_the_field(releases: Stack, founding_case: dict[str, Any]) -> None:
+    stack = releases
     cases = [
         (bisect_body(founding_case, [OLD_ENV, NEW_ENV]), "variant"),  # two variants: name one
         (bisect_body(founding_case, [OLD_ENV, NEW_ENV], variant="x"), "variant"),
@@ -180,9 +191,8 @@ def test_bad_bisect_requests_name_the_field(stack: Stack, founding_case: dict[st
         assert response.json()["error"]["field"] == field, response.text
 
 
-def test_cached_probes_are_reused_but_repeats_run_again(stack: Stack) -> None:
-    stack.start_api()
-    start_worker_for(stack, [OLD_ENV, NEW_ENV])
+def test_cached_probes_are_reused_but_repeats_run_again(releases: Stack) -> None:
+    stack = releases
     case = fixed_in_027(0, f"cache {time.time()}")
     first = stack.wait(stack.submit(bisect_body(case, [OLD_ENV, NEW_ENV]))["id"])
     again = stack.wait(stack.submit(bisect_body(case, [OLD_ENV, NEW_ENV], repeat=2))["id"])
@@ -211,13 +221,11 @@ REAL_CHANGES: dict[str, tuple[dict[str, Any], list[tuple[str, str, str, str]]]] 
 }
 
 
-@ONE_BACKEND
 def test_real_behaviour_changes_bisect_to_the_right_releases(
-        stack: Stack, cpu_releases: list[str]) -> None:
+        releases: Stack, cpu_releases: list[str]) -> None:
     from tests.conftest import shared_case
 
-    stack.start_api()
-    start_worker_for(stack, cpu_releases)
+    stack = releases
     jobs = {}
     for name, (options, _) in REAL_CHANGES.items():
         case = json.loads(shared_case(f"{name}/case.json").read_text())

@@ -5,23 +5,34 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import NEW_ENV, OLD_ENV, REPO, shared_case
-from tests.service.stack import Stack, dump, founding_body
+from tests.service.conftest import tagged
+from tests.service.stack import Backend, Stack, dump, founding_body, make_home
+from tvmrepro.environments import Environment
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(300)]
 MISSING = "fused_relax_nn_attention_cutlass_gv"
 
 
-def start(stack: Stack, envs: tuple[str, ...] = (OLD_ENV, NEW_ENV)) -> None:
-    """The API and one worker per environment."""
-    stack.start_api()
-    for env_id in envs:
-        stack.start_worker(env_id)
+@pytest.fixture(scope="module")
+def stack(module_backend: Backend, tmp_path_factory: pytest.TempPathFactory, test_home: Path,
+          tvm_envs: dict[str, Environment]) -> Iterator[Stack]:
+    """The API and one worker per founding environment, shared by the module's tests on each
+    backend: each submits a case of its own (`tagged`) where it needs fresh runs."""
+    running = Stack(module_backend, make_home(tmp_path_factory.mktemp("founding"), test_home))
+    try:
+        running.start_api()
+        for env_id in (OLD_ENV, NEW_ENV):
+            running.start_worker(env_id)
+        yield running
+    finally:
+        running.close()
 
 
 def cells(job: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -66,8 +77,7 @@ def check_matrix(job: dict[str, Any], local: dict[tuple[str, str], dict[str, Any
 
 def test_founding_case_over_http(stack: Stack, founding_case: dict[str, Any],
                                  local_cells: dict[tuple[str, str], dict[str, Any]]) -> None:
-    start(stack)
-    submitted = stack.submit(founding_body(founding_case, [OLD_ENV, NEW_ENV]))
+    submitted = stack.submit(founding_body(tagged(founding_case, "over http"), [OLD_ENV, NEW_ENV]))
     assert submitted["status"] in ("queued", "running") and submitted["cached_runs"] == 0
     job = stack.wait(submitted["id"])
     assert job["status"] == "done", dump(job)
@@ -110,10 +120,10 @@ def test_founding_case_over_http(stack: Stack, founding_case: dict[str, Any],
 def test_second_submission_comes_from_the_cache(
         stack: Stack, founding_case: dict[str, Any],
         local_cells: dict[tuple[str, str], dict[str, Any]]) -> None:
-    start(stack)
-    first = stack.wait(stack.submit(founding_body(founding_case, [OLD_ENV, NEW_ENV]))["id"])
+    case = tagged(founding_case, "cache")
+    first = stack.wait(stack.submit(founding_body(case, [OLD_ENV, NEW_ENV]))["id"])
     # "all": every environment a live worker serves, here the two.
-    again = stack.submit(founding_body(founding_case, "all"))
+    again = stack.submit(founding_body(case, "all"))
     assert again["environments"] == [OLD_ENV, NEW_ENV]
     assert again["status"] == "done" and again["cached_runs"] == 4
     assert [r["cached_from"] for r in again["runs"]] == [r["id"] for r in first["runs"]]
@@ -122,13 +132,12 @@ def test_second_submission_comes_from_the_cache(
     assert stack.http.get(f"/api/v1/jobs/{again['id']}/runs/{run['id']}/ir").status_code == 200
     assert len(stack.result_rows(first["id"])) == 4 and stack.result_rows(again["id"]) == []
 
-    fresh = stack.submit(founding_body(founding_case, [OLD_ENV], bypass_cache=True))
+    fresh = stack.submit(founding_body(case, [OLD_ENV], bypass_cache=True))
     assert fresh["cached_runs"] == 0 and fresh["status"] in ("queued", "running")
     assert stack.wait(fresh["id"])["status"] == "done"
 
 
 def test_command_line_over_http(stack: Stack) -> None:
-    start(stack)
     case = str(shared_case("tvm-17357/case.json"))
     proc = cli(stack, "run", case, "--env", OLD_ENV, "--env", NEW_ENV, "--json")
     assert proc.returncode == 0, proc.stderr + stack.logs()
@@ -183,8 +192,8 @@ def _python_blocks(markdown: str) -> list[str]:
 
 def test_the_report_concludes_and_reproduces_without_tvmrepro(
         stack: Stack, founding_case: dict[str, Any], tvm_envs: dict[str, Any]) -> None:
-    start(stack)
-    job = stack.wait(stack.submit(founding_body(founding_case, [OLD_ENV, NEW_ENV]))["id"])
+    case = tagged(founding_case, "report")
+    job = stack.wait(stack.submit(founding_body(case, [OLD_ENV, NEW_ENV]))["id"])
     report = stack.http.get(f"/api/v1/jobs/{job['id']}/report.md")
     assert report.status_code == 200 and report.headers["content-type"].startswith("text/markdown")
     text = report.text
@@ -201,7 +210,7 @@ def test_the_report_concludes_and_reproduces_without_tvmrepro(
     assert "appears after LambdaLift (2) as Function; renamed to " \
            f"{MISSING}1 by AllocateWorkspace (3)" in text
     scripts = _python_blocks(text)
-    assert scripts[-1].strip() == founding_case["source"].strip()  # TVMScript, not escaped JSON
+    assert scripts[-1].strip() == case["source"].strip()  # TVMScript, not escaped JSON
     for env_id in (OLD_ENV, NEW_ENV):
         assert f"pip install apache-tvm=={tvm_envs[env_id].release} " in text
         run = next(r for r in job["runs"] if (r["variant"], r["environment"]) == (
@@ -219,7 +228,6 @@ def test_the_report_concludes_and_reproduces_without_tvmrepro(
 
 def test_a_report_where_nothing_failed_does_not_say_reproduced(
         stack: Stack, founding_case: dict[str, Any]) -> None:
-    start(stack, (NEW_ENV,))
     body = founding_body(founding_case, [NEW_ENV])
     body["variants"] = ["fusetir-twice"]
     job = stack.wait(stack.submit(body)["id"])

@@ -26,6 +26,8 @@ POOLED = ("np.array([[[[x[0, 0, r:r + 2, c:c + 2].mean() for c in (0, 2)] for r 
           " dtype='float32')")
 
 
+# What is shown does not depend on the backend (both are proven by test_founding_over_http).
+@pytest.mark.parametrize("backend", ["embedded"], indirect=True)
 def test_a_miscompile_shows_in_the_matrix_and_the_report(stack: Stack, settings: Settings) -> None:
     envs = [WRONG, *RIGHT]
     for env_id in envs:

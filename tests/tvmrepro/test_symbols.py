@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.cli.test_cli_local import MISSING_FUNCTION, run_json
-from tests.conftest import NEW_ENV, OLD_ENV, shared_case
-from tvmrepro.environments import Environment
+from tests.cli.test_cli_local import MISSING_FUNCTION
+from tests.conftest import NEW_ENV, OLD_ENV
 from tvmrepro.symbols import SymbolTrace, symbol_traces, trace
 
 
 @pytest.mark.tvm
 def test_the_founding_case_names_lambdalift_and_allocateworkspace(
-        test_home: Path, tvm_envs: dict[str, Environment]) -> None:
-    runs = run_json(shared_case("tvm-17357/case.json"), test_home)
-    traces = {(t.variant, t.environment): t for t in symbol_traces(runs)}
+        founding_local_runs: list[dict[str, Any]]) -> None:
+    traces = {(t.variant, t.environment): t for t in symbol_traces(founding_local_runs)}
     assert {t.symbol for t in traces.values()} == {MISSING_FUNCTION}
     for env in (OLD_ENV, NEW_ENV):
         once, twice = traces["fusetir-once", env], traces["fusetir-twice", env]
