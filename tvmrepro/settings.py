@@ -81,7 +81,7 @@ class Settings(BaseModel):
     redis_url: str | None = Field(default=None, validation_alias="REDIS_URL")
     redis_prefix: str = ""  # prepended to every Redis key: deployments can share one Redis
     database_url: str | None = Field(default=None, validation_alias="DATABASE_URL")
-    runtime: str = DEFAULT_RUNTIME
+    runtime: str = DEFAULT_RUNTIME  # a name in worker.runtimes.RUNTIMES, checked when one is made
     docker_host: str | None = Field(default=None, validation_alias="DOCKER_HOST")
     # Wheels that provisioning and image builds may install from (offline builds).
     wheelhouse: Path | None = None

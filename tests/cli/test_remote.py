@@ -15,11 +15,11 @@ from cli.remote import ApiClient, ServiceError, matrix_view
 from service.app import create_app
 from service.jobs import JobService
 from tests.conftest import NEW_ENV, OLD_ENV, shared_case
+from tests.fakes.runtime import FakeRuntime
 from tvmrepro.environments import default_catalog
 from tvmrepro.lifecycle import JobStatus, RunState
 from tvmrepro.report import render_report
 from tvmrepro.settings import Settings
-from worker.runtimes.fake import FakeRuntime
 
 SERVER = "http://tvmrepro.test"
 

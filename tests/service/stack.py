@@ -96,7 +96,9 @@ class Stack:
 
     def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         log = open(self.home / f"{name}.log", "ab")  # noqa: SIM115  # the child keeps it
-        return subprocess.Popen([sys.executable, "-m", "cli", *args], env=self.environ,
+        # The product knows no fake runtime: a stack of fake runs starts the tests' launcher.
+        entry = "tests.fakes.cli" if self.environ.get("TVMREPRO_RUNTIME") == "fake" else "cli"
+        return subprocess.Popen([sys.executable, "-m", entry, *args], env=self.environ,
                                 cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
 

@@ -15,13 +15,13 @@ from flask.testing import FlaskClient
 from service.app import create_app
 from service.jobs import JobService
 from tests.conftest import NEW_ENV, OLD_ENV
+from tests.fakes.runtime import FakeRuntime
 from tests.service.stack import free_port
 from tvmrepro import schema
 from tvmrepro.environments import default_catalog
 from tvmrepro.queue import queue_length
 from tvmrepro.results import Result
 from tvmrepro.settings import Settings
-from worker.runtimes.fake import FakeRuntime
 
 SMALL_LIMIT = 64 * 1024
 

@@ -15,11 +15,11 @@ from flask.testing import FlaskClient
 from service.app import create_app
 from service.jobs import JobService
 from tests.conftest import NEW_ENV, OLD_ENV
+from tests.fakes.runtime import FakeRuntime
 from tvmrepro import schema
 from tvmrepro.environments import default_catalog
 from tvmrepro.results import Result
 from tvmrepro.settings import Settings
-from worker.runtimes.fake import FakeRuntime
 
 
 @pytest.fixture

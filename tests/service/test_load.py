@@ -1,7 +1,9 @@
 """Many jobs at once: none lost, none doubled; past the queue cap a 429 that stores nothing.
 
-Real API and worker processes, broker and store; the runs are the FakeRuntime's
-(TVMREPRO_RUNTIME=fake): what is under load here is the service, not TVM.
+Real API and worker processes, broker and store. Fifty jobs, and the queue cap, run on
+the tests' FakeRuntime (TVMREPRO_RUNTIME=fake, workers started by tests/fakes/cli.py):
+what is under load there is the service, not TVM. A smaller load runs real TVM in the
+local runtime's sandboxes, so that the same proof holds with real runs.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ import pytest
 import sqlalchemy as sa
 
 from tests.conftest import NEW_ENV, OLD_ENV
+from tests.fakes.runtime import DIRECTIVE
 from tests.service.stack import Backend, Stack, dump, founding_body
 from tvmrepro import schema
-from worker.runtimes.fake import DIRECTIVE
 
 pytestmark = [pytest.mark.timeout(400)]
 JOBS = 50
 RUN_S = 0.2  # how long each fake run takes
+REAL_JOBS = 8  # each variant on each environment twice: two rounds of two workers' two runs
 
 
 @pytest.fixture
@@ -36,11 +39,12 @@ def fake_stack(backend: Backend, tmp_path: Path) -> Iterator[Stack]:
     running.close()
 
 
-def one_run_case(case: dict[str, Any], variant: str) -> dict[str, Any]:
-    """The founding case with only one of its variants, scripted to end as it does on TVM."""
+def one_run_case(case: dict[str, Any], variant: str, scripted: bool = True) -> dict[str, Any]:
+    """The founding case with only one of its variants; `scripted`: for the FakeRuntime, to end
+    as it does on TVM."""
     once = {"variant": "fusetir-once", "status": "error", "stage": "vm_init", "sleep": RUN_S}
     source = f"{DIRECTIVE} {json.dumps(once)}\n{DIRECTIVE} {json.dumps({'sleep': RUN_S})}\n"
-    return {**case, "source": source + case["source"],
+    return {**case, "source": (source if scripted else "") + case["source"],
             "variants": [v for v in case["variants"] if v["name"] == variant]}
 
 
@@ -50,6 +54,12 @@ def post_all(stack: Stack, bodies: list[dict[str, Any]]) -> list[httpx.Response]
         return list(pool.map(lambda body: stack.http.post("/api/v1/jobs", json=body), bodies))
 
 
+def result_data(stack: Stack) -> list[dict[str, Any]]:
+    """Every stored result row."""
+    with stack.store.engine.connect() as conn:
+        return [dict(row) for row in conn.execute(sa.select(schema.results)).mappings()]
+
+
 def counts(stack: Stack) -> dict[str, int]:
     """Rows in the jobs, runs and results tables."""
     with stack.store.engine.connect() as conn:
@@ -57,28 +67,58 @@ def counts(stack: Stack) -> dict[str, int]:
                 .scalar_one() for table in (schema.jobs, schema.runs, schema.results)}
 
 
-def test_fifty_jobs_at_once(fake_stack: Stack, founding_case: dict[str, Any]) -> None:
-    stack = fake_stack
-    stack.start_api()
+def each_run_stored_once(stack: Stack, job_ids: list[str]) -> None:
+    """Counted in the store: every accepted job has its one run, done after one delivery, with
+    exactly one result row of its own (not served from another run's)."""
+    with stack.store.engine.connect() as conn:
+        runs = conn.execute(sa.select(schema.runs).where(schema.runs.c.job_id.in_(job_ids))
+                            ).mappings().all()
+        results: dict[str, int] = {run_id: count for run_id, count in conn.execute(
+            sa.select(schema.results.c.run_id, sa.func.count()).group_by(schema.results.c.run_id)
+            .where(schema.results.c.run_id.in_([run["id"] for run in runs])))}
+    assert sorted(run["job_id"] for run in runs) == sorted(job_ids)  # one run a job, none lost
+    for run in runs:
+        assert (run["state"], run["deliveries"], run["result_id"]) == ("done", 1, run["id"]), \
+            dump(dict(run))
+        assert results.get(run["id"]) == 1, run["id"]
+
+
+def load(stack: Stack, case: dict[str, Any], jobs: int, timeout: float, scripted: bool) -> None:
+    """Post `jobs` one-run jobs at once (each variant on each environment in turn); each must
+    be accepted and end as the founding case does on TVM (fusetir-once fails at vm_init)."""
     for env_id in (OLD_ENV, NEW_ENV):
         stack.start_worker(env_id)
-    bodies = [founding_body(one_run_case(founding_case, ("fusetir-once", "fusetir-twice")[n % 2]),
+    bodies = [founding_body(one_run_case(case, ("fusetir-once", "fusetir-twice")[n % 2], scripted),
                             [(OLD_ENV, NEW_ENV)[n // 2 % 2]], bypass_cache=True)
-              for n in range(JOBS)]
+              for n in range(jobs)]
     responses = post_all(stack, bodies)
-    assert [r.status_code for r in responses] == [202] * JOBS, [r.text for r in responses]
+    assert [r.status_code for r in responses] == [202] * jobs, [r.text for r in responses]
     ids = [r.json()["id"] for r in responses]
-    assert len(set(ids)) == JOBS
-    jobs = [stack.wait(job_id, timeout=300) for job_id in ids]
-    for n, job in enumerate(jobs):
+    assert len(set(ids)) == jobs
+    finished = [stack.wait(job_id, timeout=timeout) for job_id in ids]
+    for n, job in enumerate(finished):
         (run,) = job["runs"]
         assert job["status"] == "done" and not run["cached"], dump(job)
         assert run["variant"] == bodies[n]["case"]["variants"][0]["name"]
-        assert run["result"]["status"] == ("error" if run["variant"] == "fusetir-once" else "ok")
-        assert run["result"]["isolation"]["runtime"] == "fake"
-    assert counts(stack) == {"jobs": JOBS, "runs": JOBS, "results": JOBS}
-    # Nothing was lost, so the recovery sweep published nothing again.
-    assert "lost runs again" not in stack.logs(tail=1_000_000)
+        assert run["environment"] == bodies[n]["environments"][0]
+        once = run["variant"] == "fusetir-once"
+        assert run["result"]["status"] == ("error" if once else "ok"), dump(run)
+        assert not once or run["result"]["stage"] == "vm_init", dump(run)
+    each_run_stored_once(stack, ids)
+    assert counts(stack) == {"jobs": jobs, "runs": jobs, "results": jobs}
+
+
+def test_fifty_jobs_at_once(fake_stack: Stack, founding_case: dict[str, Any]) -> None:
+    fake_stack.start_api()
+    load(fake_stack, founding_case, JOBS, timeout=300, scripted=True)
+    assert {r["data"]["isolation"]["runtime"] for r in result_data(fake_stack)} == {"fake"}
+
+
+@pytest.mark.tvm
+def test_jobs_at_once_on_real_tvm(stack: Stack, founding_case: dict[str, Any]) -> None:
+    stack.start_api()
+    load(stack, founding_case, REAL_JOBS, timeout=300, scripted=False)
+    assert {r["data"]["isolation"]["runtime"] for r in result_data(stack)} == {"local"}
 
 
 def test_past_the_queue_cap_429_and_nothing_half_stored(fake_stack: Stack,

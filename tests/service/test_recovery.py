@@ -1,9 +1,10 @@
 """Jobs are never lost: kill -9 of workers, a Redis restart, an API restart, mid-job.
 
-The kill -9 tests of a pool process and of a whole worker run real TVM; the
-others, where TVM adds nothing to what they prove (delivery counting, a broker
-or an API that restarts), run the same processes with the FakeRuntime
-(TVMREPRO_RUNTIME=fake), its runs scripted to take as long as a test needs.
+The kill -9 tests of a pool process and of a whole worker run real TVM in the
+local runtime; the others, where TVM adds nothing to what they prove (delivery
+counting, a broker or an API that restarts), run the same processes with the tests'
+FakeRuntime (TVMREPRO_RUNTIME=fake, started by tests/fakes/cli.py), its runs
+scripted to take as long as a test needs.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 import redis
 
 from tests.conftest import NEW_ENV, OLD_ENV
+from tests.fakes.runtime import DIRECTIVE
 from tests.service.stack import (
     Backend,
     Stack,
@@ -30,10 +32,9 @@ from tests.service.stack import (
     free_port,
     sleeping_script,
 )
-from worker.runtimes.fake import DIRECTIVE
 
 pytestmark = [pytest.mark.timeout(300)]
-FAKE = {"TVMREPRO_RUNTIME": "fake"}
+FAKE = {"TVMREPRO_RUNTIME": "fake"}  # Stack starts the tests' launcher for these
 
 
 def fake_home(tmp_path: Path) -> Path:
@@ -143,7 +144,7 @@ def wait_partly_done(stack: Stack, job_id: str) -> None:
     """Until a run of the job has a result and at least two still wait in the queue."""
     def partly() -> bool:
         job = stack.store.job(job_id)
-        states = [r.state for r in (job.runs if job else [])]
+        states = [r.state.value for r in (job.runs if job else [])]
         return states.count("done") >= 1 and states.count("queued") >= 2
     stack._until(partly, "the job to be part done")
 

@@ -17,13 +17,13 @@ import pytest
 import sqlalchemy as sa
 
 from service.jobs import JobService
+from tests.fakes.runtime import FakeRuntime
 from tvmrepro import schema
 from tvmrepro.environments import default_catalog
 from tvmrepro.liveness import process_token
 from tvmrepro.queue import SHORT_RUN_S, queue_length, queue_name
 from tvmrepro.settings import Settings
 from worker.recovery import HANDBACK_S, SETTLE_S, Sweeper
-from worker.runtimes.fake import FakeRuntime
 
 ENV = "tvm-0.27.0.post1-cpu"
 REQUEUE_AFTER_S, CLAIM_GRACE_S, TIMEOUT_S = 60.0, 5.0, 10

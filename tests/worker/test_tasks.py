@@ -1,9 +1,10 @@
 """The run task, executed here (no broker) against a real store, with the FakeRuntime.
 
 TVM adds nothing to what these prove (claims, delivery counting, infra errors,
-one result per run): the runtime is the fake one that TVMREPRO_RUNTIME=fake
-selects, its outcomes scripted in the case. The real runtime behind the same
-task is proven over HTTP (tests/service/test_founding_over_http.py).
+one result per run): the runtime is the tests' fake one (tests/fakes/runtime.py),
+added to the runtime table for these tests and selected with TVMREPRO_RUNTIME=fake,
+its outcomes scripted in the case. The real runtime behind the same task is proven
+over HTTP (tests/service/test_founding_over_http.py).
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ import pytest
 from celery import Celery
 
 from service.jobs import JobService
+from tests.fakes.runtime import DIRECTIVE, FakeRuntime
 from tvmrepro.environments import default_catalog
 from tvmrepro.lifecycle import RunState
 from tvmrepro.queue import RUN_TASK, make_celery
 from tvmrepro.settings import Settings
-from worker.runtimes.fake import DIRECTIVE, FakeRuntime
+from worker.runtimes import RUNTIMES
 
 ENV = "tvm-0.27.0.post1-cpu"
 FAILS_AT_VM_INIT = {"status": "error", "stage": "vm_init", "error_type": "InternalError",
@@ -30,8 +32,10 @@ FAILS_AT_VM_INIT = {"status": "error", "stage": "vm_init", "error_type": "Intern
 
 
 @pytest.fixture(params=("sqlite", "postgres"))
-def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[JobService]:
+def service(request: pytest.FixtureRequest, tmp_path: Path,
+            monkeypatch: pytest.MonkeyPatch) -> Iterator[JobService]:
     """A JobService (embedded broker) whose store is SQLite or PostgreSQL; runs are fake."""
+    monkeypatch.setitem(RUNTIMES, "fake", FakeRuntime)  # the product has none (tests/fakes)
     environ = {"TVMREPRO_HOME": str(tmp_path), "TVMREPRO_MAX_DELIVERIES": "2",
                "TVMREPRO_RUNTIME": "fake"}
     if request.param == "postgres":

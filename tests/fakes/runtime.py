@@ -2,8 +2,10 @@
 
 A fake, and named so: it runs nothing. It stands in for a real runtime where
 TVM adds nothing to what a test proves (the API, the tasks, recovery, load),
-never instead of the real-TVM tests. Selected with TVMREPRO_RUNTIME=fake, so
-real worker processes can use it. What a run does is scripted by a callable
+never instead of the real-TVM tests. It lives with the tests, not in the
+product: a worker process uses it only when started by the tests' launcher
+(`python -m tests.fakes.cli worker ...`, tests/fakes/cli.py), which adds it to
+the product's runtime table as "fake". What a run does is scripted by a callable
 given to it or, across processes, by directive lines in the case's source or
 script (the first whose "variant" and "environment", when given, match):
 
@@ -14,14 +16,25 @@ out), `status`, `stage`, `error_type`, `message` (a result as the harness
 would report it), `exit` (the harness dies with this status, no result),
 `signal` (it is killed by this signal), `fault` (the runtime itself fails: a
 RuntimeFault with this message), `stdout`. No directive: the run is ok.
+
+Its fingerprint of an environment is the real one, recorded: FINGERPRINTS
+(fingerprints.json) holds what the local runtime reported of the provisioned
+environments (apache-tvm from PyPI), so that pass names are checked against the
+passes real TVM has. Recorded by `python -m tests.fakes.runtime` from the test
+home's provisioned environments (TVMREPRO_TEST_HOME, default
+~/.cache/tvmrepro-test); tests/worker/test_fake_runtime.py checks the recording
+against the real environments (mark tvm). Environments not recorded have no
+fingerprint (a RuntimeFault, as an image not built yet would be).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tvmrepro.environments import Environment
@@ -30,10 +43,9 @@ from tvmrepro.settings import Settings
 from worker.runtimes.base import Execution, Limits, SandboxJob, fingerprint_tvm
 
 DIRECTIVE = "# fake-runtime:"
-# The pass names every fake environment claims to have (those the tests' cases use, and more).
-FAKE_PASSES = ("AllocateWorkspace", "AnnotateTIROpPattern", "CanonicalizeBindings",
-               "DeadCodeElimination", "FoldConstant", "FuseOps", "FuseTIR", "LambdaLift",
-               "LegalizeOps", "Normalize", "ToNonDataflow")
+FINGERPRINTS = Path(__file__).with_name("fingerprints.json")
+# The environments recorded: those the tests' fake stacks serve (tests/conftest.py).
+RECORDED = ("tvm-0.25.0-cpu", "tvm-0.27.0.post1-cpu")
 Script = Callable[[SandboxJob], dict[str, Any]]
 
 
@@ -59,9 +71,11 @@ class FakeRuntime:
         self.settings, self.script = settings, script
 
     def fingerprint(self, env: Environment) -> dict[str, Any]:
-        """A fingerprint as a provisioned environment's reads, with FAKE_PASSES."""
-        return {"id": env.id, "packages": env.packages, "version": env.release,
-                "python": env.python, "libinfo": {"fake": "1"}, "passes": list(FAKE_PASSES)}
+        """The fingerprint the local runtime made of env, as recorded in FINGERPRINTS."""
+        recorded: dict[str, dict[str, Any]] = json.loads(FINGERPRINTS.read_text())
+        if env.id not in recorded:
+            raise RuntimeFault(f"no recorded fingerprint of {env.id} in {FINGERPRINTS}")
+        return recorded[env.id]
 
     def execute(self, job: SandboxJob) -> Execution:
         """End the run as scripted: sleep, then report (or die, or fail) as told."""
@@ -106,3 +120,18 @@ class FakeRuntime:
                        "signature": f"{error_type}: {message}" if error_type else None,
                        "outputs": None, "tvm": tvm})
         return events
+
+
+def record(settings: Settings) -> None:
+    """Write FINGERPRINTS: the fingerprints of RECORDED as the local runtime makes them
+    (LocalRuntime.fingerprint is provision: provisioned here first if missing)."""
+    from tvmrepro.environments import default_catalog
+    from worker.provision import provision
+
+    found = {env_id: provision(settings, default_catalog().get(env_id)) for env_id in RECORDED}
+    FINGERPRINTS.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    record(Settings.from_env({"TVMREPRO_HOME": os.environ.get(
+        "TVMREPRO_TEST_HOME", str(Path.home() / ".cache" / "tvmrepro-test"))}))
