@@ -18,7 +18,7 @@ types:
 # test's time is waiting on processes it started, so three share two cores well.
 TEST_WORKERS ?= 3
 test:
-	.venv/bin/pytest -ra --durations=30 -n $(TEST_WORKERS) --dist loadgroup
+	.venv/bin/pytest -ra --durations=30 -n $(TEST_WORKERS)
 
 # What CI runs: set up, lint, type-check, then the whole test suite. The Docker tests
 # are part of it: setup installs the engine (as root) and they start their own dockerd;

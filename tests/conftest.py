@@ -27,31 +27,44 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 REPO = Path(__file__).resolve().parents[1]
 
 
-# pytest-xdist (`make test` runs it with --dist loadgroup): a test file is the unit handed to a
-# worker process, so a file's module-scoped stacks start once. The Docker tests and the hostile
-# suite are one unit: they share the session's private engine (tests/fixtures/docker_engine.py).
-# The units that take longest go first, so that no worker starts one of them last.
+# pytest-xdist (`make test` runs it with -n): a unit of tests is handed to one worker process
+# whole, so a file's module-scoped stacks start once. The unit is the test's file; the Docker
+# tests and the hostile suite's Docker half are one unit, as they share the session's private
+# engine (tests/fixtures/docker_engine.py). The units that take longest go first, so that no
+# worker starts one of them last. (xdist's own `loadgroup` marks do not group under pytest 9.2,
+# whose node ids no longer follow `_nodeid`: hence a scheduler of our own.)
 ONE_UNIT = {"tests/docker/": "docker-engine", "tests/hostile/": "docker-engine"}
 LONGEST_FIRST = ("docker-engine", "hostile-local", "tests/test_first_hour.py",
                  "tests/service/test_bisect_over_http.py", "tests/service/test_recovery.py",
                  "tests/service/test_reduce_over_http.py")
 
 
-def unit_of(item: pytest.Item) -> str:
-    """The xdist group of a test: its file, or the unit its directory belongs to. The hostile
-    suite's local half needs no engine: it is a unit of its own (its own private Redis)."""
-    path = item.nodeid.split("::")[0]
-    if path.startswith("tests/hostile/") and "[local" in item.nodeid:
+def unit_of(nodeid: str) -> str:
+    """The unit of a test: its file, or the unit its directory belongs to. The hostile suite's
+    local half needs no engine: it is a unit of its own (its own private Redis)."""
+    path = nodeid.split("::")[0]
+    if path.startswith("tests/hostile/") and "[local" in nodeid:
         return "hostile-local"
     return next((unit for prefix, unit in ONE_UNIT.items() if path.startswith(prefix)), path)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Group the tests by unit and put the longest units first (a stable sort keeps the rest)."""
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(unit_of(item)))
+    """The longest units first (a stable sort keeps the order of the rest)."""
     rank = {unit: i for i, unit in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(unit_of(item), len(rank)))
+    items.sort(key=lambda item: rank.get(unit_of(item.nodeid), len(rank)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's scope scheduling, its scopes our units, in collection order."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class UnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    config.option.loadscopereorder = False  # keep LONGEST_FIRST, not the largest units first
+    return UnitScheduling(config, log)
 
 
 def shared_case(name: str) -> Path:
