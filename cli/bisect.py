@@ -14,20 +14,24 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from cli.output import _STATUS_STYLE, error_console, print_json, reports_errors
+from cli.output import _STATUS_STYLE, SERVER_HELP, error_console, print_json, reports_errors
 from tvmrepro.bisection import Observation, Options, evaluate, initial_probes, make_options
 from tvmrepro.cases import Case, load_case_file
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.fanout import fan_out
 from tvmrepro.settings import Settings
+
+if TYPE_CHECKING:
+    from cli.remote import ApiClient
+    from tvmrepro.models import JobView
 
 CLI_FIELDS = {"variant": "--variant", "environments": "--env", "reference": "--reference",
               "oracle": "--oracle", "repeat": "--repeat", "strategy": "--strategy"}
@@ -84,11 +88,13 @@ def _reserve(runtime: Any, case: Case, envs: list[Environment], repeat: int) -> 
         reserve(env, case.timeout_s, case.memory_mb, count=repeat)
 
 
-def bisect_remotely(case: Case, options: Options, server: str, tick: Tick) -> tuple[str, dict[str, Any]]:
-    """Submit a bisect job and wait for its answer; the job id and the bisect object."""
-    from cli.remote import ApiClient
+def bisect_remotely(case: Case, options: Options, server: str | None, tick: Tick,
+                    as_json: bool = False) -> tuple[str, dict[str, Any]]:
+    """Submit a bisect job (to --server, or the service that find_service finds) and wait for
+    its answer; the job id and the bisect object."""
+    from cli.remote import connect, resumable
 
-    client = ApiClient(server)
+    client = connect(server)
     body: dict[str, Any] = {
         "kind": "bisect", "case": case.model_dump(mode="json", exclude_defaults=True),
         "environments": options.environments, "variant": options.variant,
@@ -96,17 +102,23 @@ def bisect_remotely(case: Case, options: Options, server: str, tick: Tick) -> tu
     if options.reference:
         body["reference"] = options.reference
     job = client.submit(body)
-    error_console().print(f"job {job.id} at {server}", highlight=False)
-    served = {env.id for env in client.environments() if env.workers}
-    for env_id in sorted(set(options.environments) - served):
-        error_console().print(f"[yellow]warning:[/yellow] no live worker serves {env_id}; its "
-                              "probes wait until one does", highlight=False)
+    error_console().print(f"job {job.id} at {client.server}", highlight=False)
+    with resumable(client, job.id, as_json):
+        served = {env.id for env in client.environments() if env.workers}
+        for env_id in sorted(set(options.environments) - served):
+            error_console().print(f"[yellow]warning:[/yellow] no live worker serves {env_id}; "
+                                  "its probes wait until one does", highlight=False)
+        return job.id, follow_bisect(client, job, tick)
+
+
+def follow_bisect(client: ApiClient, job: JobView, tick: Tick) -> dict[str, Any]:
+    """Poll a bisect job until it is finished, telling `tick` its progress; its bisect object."""
     while True:
         found = job.bisect.model_dump(mode="json") if job.bisect else {}
         if "progress" in found:
             tick(found["progress"]["done"], found["progress"]["total"])
         if job.status.finished:
-            return job.id, found
+            return found
         time.sleep(POLL_S)
         job = client.job(job.id)
 
@@ -155,7 +167,7 @@ def _environments(env_ids: tuple[str, ...], device: str) -> list[Environment]:
 @click.option("--runtime", "runtime_name", type=click.Choice(["local", "docker"]), default="local",
               help="With --local: a sandboxed local environment, or the environment's image.")
 @click.option("--json", "as_json", is_flag=True, help="Print the bisect object as JSON.")
-@click.option("--server", default=None, help="Service URL (default $TVMREPRO_SERVER).")
+@click.option("--server", default=None, help=SERVER_HELP)
 def bisect(case_file: Path, variant: str | None, env_ids: tuple[str, ...], device: str,
                    oracle: str, reference: str | None, repeat: int, strategy: str, local: bool,
                    runtime_name: str, as_json: bool, server: str | None) -> None:
@@ -176,13 +188,18 @@ def bisect(case_file: Path, variant: str | None, env_ids: tuple[str, ...], devic
         if local:
             found = bisect_locally(case, options, runtime_name, tick)
         else:
-            _, found = bisect_remotely(case, options, server or Settings.from_env().server, tick)
+            _, found = bisect_remotely(case, options, server, tick, as_json)
+    show_bisect(found, case.title or case_file.name, as_json)
+
+
+def show_bisect(found: dict[str, Any], title: str, as_json: bool) -> None:
+    """A bisection's answer: the table of probes, or the bisect object as JSON."""
     if not found:
         raise BadInput("job", "the service answered without a bisect object")
     if as_json:
         print_json(found)
         return
-    Console(width=max(Console().width, 140)).print(bisect_view(found, case.title or case_file.name))
+    Console(width=max(Console().width, 140)).print(bisect_view(found, title))
 
 
 bisect_command: click.Command = click.command("bisect")(reports_errors(bisect))

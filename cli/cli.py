@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from cli.output import error_console, print_json, print_runs, reports_errors
+from cli.output import SERVER_HELP, error_console, print_json, print_runs, reports_errors
 from tvmrepro.cases import Case, load_case_file
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
@@ -137,7 +137,7 @@ def run_locally(case: Case, envs: list[Environment], variants: list[str],
               help="With --local: start a sandbox of this command's own even when a "
                    "`tvmrepro up` on this home has warm ones.")
 @click.option("--json", "as_json", is_flag=True, help="Print {\"runs\": [...]} as JSON.")
-@click.option("--server", default=None, help="Service URL (default $TVMREPRO_SERVER).")
+@click.option("--server", default=None, help=SERVER_HELP)
 @click.option("--no-wait", is_flag=True, help="Submit and print the job id; do not wait.")
 @click.option("--bypass-cache", is_flag=True, help="Run again even where a result exists.")
 @click.option("--queue", is_flag=True,
@@ -154,9 +154,8 @@ def run(case_file: Path, env_ids: tuple[str, ...], variant_names: tuple[str, ...
         from cli.remote import run_remotely
 
         # No --env: every environment that a live worker of the service serves.
-        run_remotely(case, envs if env_ids else None, variants,
-                     server or Settings.from_env().server, as_json, not no_wait, bypass_cache,
-                     queue)
+        run_remotely(case, envs if env_ids else None, variants, server, as_json, not no_wait,
+                     bypass_cache, queue)
         return
     runs = run_locally(case, envs, variants, runtime_name, cold)
     if as_json:
@@ -254,17 +253,17 @@ def new_command(module_file: Path, variants: tuple[str, ...], module: str | None
 @main.command("report")
 @click.argument("job_id")
 @click.option("--markdown", is_flag=True, help="Print the Markdown source.")
-@click.option("--server", default=None, help="Service URL (default $TVMREPRO_SERVER).")
+@click.option("--server", default=None, help=SERVER_HELP)
 @reports_errors
 def report_command(job_id: str, markdown: bool, server: str | None) -> None:
     """A job's report, ready to paste into a TVM issue."""
     from rich.console import Console
     from rich.markdown import Markdown
 
-    from cli.remote import ApiClient
+    from cli.remote import connect
     from tvmrepro.report import render_report
 
-    text = render_report(ApiClient(server or Settings.from_env().server).job(job_id))
+    text = render_report(connect(server).job(job_id))
     if markdown:
         click.echo(text)
     else:
@@ -347,11 +346,18 @@ main.add_command(bisect_command)
 def _add_narrowing_commands() -> None:
     """extract, reduce and the job readers (imported late: they import this module)."""
     from cli.extract import extract_command
-    from cli.jobs import cancel_command, compare_command, ir_command, jobs_command, log_command
+    from cli.jobs import (
+        cancel_command,
+        compare_command,
+        ir_command,
+        jobs_command,
+        log_command,
+        wait_command,
+    )
     from cli.reduce import reduce_command
 
-    for command in (extract_command, reduce_command, jobs_command, log_command, ir_command,
-                    compare_command, cancel_command):
+    for command in (extract_command, reduce_command, jobs_command, wait_command, log_command,
+                    ir_command, compare_command, cancel_command):
         main.add_command(command)
 
 

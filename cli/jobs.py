@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import click
 
-from cli.output import print_json, reports_errors
-from cli.remote import ApiClient
+from cli.output import SERVER_HELP, print_json, reports_errors
+from cli.remote import ApiClient, connect
 from tvmrepro.errors import BadInput
 from tvmrepro.models import JobView
-from tvmrepro.settings import Settings
 
-server_option = click.option("--server", default=None,
-                             help="Service URL (default $TVMREPRO_SERVER).")
+server_option = click.option("--server", default=None, help=SERVER_HELP)
 
 
 def _client(server: str | None) -> ApiClient:
-    return ApiClient(server or Settings.from_env().server)
+    return connect(server)
 
 
 def run_id_of(job: JobView, name: str, field: str) -> str:
@@ -106,3 +104,47 @@ def cancel_command(job_id: str, server: str | None) -> None:
     """Cancel a job's runs that have no result yet."""
     done = _client(server).cancel(job_id)
     click.echo(f"job {done.id}: {done.cancelled_runs} run(s) cancelled")
+
+
+@click.command("wait")
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON, as the command that submitted the job does with --json.")
+@server_option
+@reports_errors
+def wait_command(job_id: str, as_json: bool, server: str | None) -> None:
+    """Wait for a job of the service (one a command stopped waiting for) and print what that
+    command prints at the end: a run's matrix, a bisection's probes; a reduction or an
+    extraction prints its answer as JSON."""
+    from cli.remote import finish_run, resumable
+
+    client = _client(server)
+    job = client.job(job_id)
+    if job.kind == "run":
+        finish_run(client, job, as_json)
+        return
+    if job.kind == "bisect":
+        _wait_bisect(client, job, as_json)
+        return
+    from cli.narrowing import follow_narrowing, narrowing_answer
+    from cli.reduce import show_progress
+
+    with resumable(client, job.id, as_json):
+        job = follow_narrowing(client, job, job.kind, show_progress)
+    print_json(narrowing_answer(job))
+
+
+def _wait_bisect(client: ApiClient, job: JobView, as_json: bool) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from cli.bisect import follow_bisect, show_bisect
+    from cli.output import error_console
+    from cli.remote import resumable
+
+    columns = (TextColumn("probes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with resumable(client, job.id, as_json), \
+            Progress(*columns, console=error_console(), transient=as_json) as progress:
+        task = progress.add_task("probes", total=None)
+        found = follow_bisect(client, job, lambda done, total: progress.update(
+            task, completed=done, total=total))
+    show_bisect(found, job.title or f"job {job.id}", as_json)

@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
-from cli.output import error_console
-from cli.remote import POLL_S, ApiClient, ServiceError
+from cli.output import SERVER_HELP, error_console
+from cli.remote import POLL_S, ApiClient, ServiceError, connect, resumable
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput
@@ -34,7 +34,7 @@ def narrowing_options(command: Command) -> Command:
         click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON."),
         click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
                      default=None, help="Also write the case (JSON) here."),
-        click.option("--server", default=None, help="Service URL (default $TVMREPRO_SERVER)."),
+        click.option("--server", default=None, help=SERVER_HELP),
     ]
     for option in reversed(options):
         command = option(command)
@@ -56,7 +56,7 @@ def write_case(output: Path | None, case: dict[str, Any]) -> None:
         output.write_text(json.dumps(case, indent=2) + "\n")
 
 
-def _follow(client: ApiClient, job: JobView, kind: str, progress: Progress) -> JobView:
+def follow_narrowing(client: ApiClient, job: JobView, kind: str, progress: Progress) -> JobView:
     """Poll the job until it is finished, telling `progress` each new step."""
     said = None
     while not job.status.finished:
@@ -77,12 +77,19 @@ def narrow_remotely(kind: str, case: Case, env: Environment, server: str | None,
     An answer that says why there is none is BadInput (the case does not show the bug, the
     script fails where no module is), as it is here; a run the service failed is ServiceError.
     """
-    client = ApiClient(server or Settings.from_env().server)
+    client = connect(server)
     body = {"kind": kind, "case": case.model_dump(mode="json", exclude_defaults=True),
             "environments": [env.id], **{k: v for k, v in fields.items() if v is not None}}
     job = client.submit(body)
     error_console().print(f"{kind} job {job.id} at {client.server}", highlight=False)
-    job = _follow(client, job, kind, progress)
+    with resumable(client, job.id, as_json=True):
+        job = follow_narrowing(client, job, kind, progress)
+    return narrowing_answer(job)
+
+
+def narrowing_answer(job: JobView) -> dict[str, Any]:
+    """A finished reduce or extract job's answer (with the job's id), as --json prints it."""
+    kind = job.kind
     found = job.reduce if kind == "reduce" else job.extract
     result = (job.runs[0].result or {}) if job.runs else {}
     if found is None or result.get("status") == "infra_error":

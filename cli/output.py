@@ -14,6 +14,10 @@ from rich.table import Table
 
 from tvmrepro.errors import BadInput, ReproError
 
+# The --server option of every command that talks to the service (cli.remote.find_service).
+SERVER_HELP = ("Service URL (default $TVMREPRO_SERVER, else the `tvmrepro up` on this "
+               "TVMREPRO_HOME, else 127.0.0.1:$TVMREPRO_PORT, else 127.0.0.1:8000).")
+
 EXIT_BAD_INPUT = 2
 EXIT_FAILURE = 1
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx
@@ -26,12 +29,19 @@ from tvmrepro.models import (
     JobView,
     RunView,
 )
+from tvmrepro.settings import DEFAULT_SERVER, Settings, variable_name
 
 POLL_S = 0.25
 WARM_POLL_S = 0.05  # a run on a warm sandbox answers within a second or two: poll close behind
 HTTP_TIMEOUT_S = 30.0
-# While the API restarts the client keeps asking this long before it gives up.
+# A service that never answered is asked a few times in quick succession, then named as absent:
+# most likely nothing listens there, and a minute of silent retries only hides that.
+FIRST_CONTACT_ATTEMPTS = 3
+FIRST_CONTACT_PAUSE_S = 0.3
+# One that answered before and stops (an API restarting) is asked this long before the client
+# gives up, saying so every RECONNECT_SAY_S.
 RECONNECT_S = 60.0
+RECONNECT_SAY_S = 10.0
 
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -52,28 +62,84 @@ def _validated(model: type[Model], answer: Any, what: str) -> Model:
                            f"({where}: {error['msg']}); is it another version?") from exc
 
 
+@dataclass(frozen=True)
+class Service:
+    """The service a client command talks to, and how it was chosen (its messages say both)."""
+
+    url: str
+    how: str  # words that follow the URL: "given by --server", "from TVMREPRO_PORT", ...
+    explicit: bool = True  # named by the user (--server, TVMREPRO_SERVER): nothing to announce
+
+
+def find_service(given: str | None, settings: Settings | None = None) -> Service:
+    """--server, else TVMREPRO_SERVER, else a live `tvmrepro up` on this TVMREPRO_HOME (its
+    up.json), else TVMREPRO_HOST/TVMREPRO_PORT (what `up` and `serve` bind), else the default."""
+    from cli.up import ANNOUNCEMENT, live_up, local_url
+
+    settings = settings or Settings.from_env()
+    if given:
+        return Service(given, "given by --server")
+    if settings.server:
+        return Service(settings.server, "from TVMREPRO_SERVER")
+    up = live_up(settings)
+    if up is not None:
+        return Service(up["url"], f"announced by the `tvmrepro up` on this TVMREPRO_HOME "
+                                  f"({settings.home / ANNOUNCEMENT})", explicit=False)
+    named = [variable_name(field) for field in ("host", "port") if field in settings.model_fields_set]
+    if named:
+        return Service(local_url(settings.host, settings.port), f"from {' and '.join(named)}",
+                       explicit=False)
+    return Service(DEFAULT_SERVER, f"the default: no --server, TVMREPRO_SERVER, TVMREPRO_PORT, nor "
+                                   f"a `tvmrepro up` on TVMREPRO_HOME {settings.home}",
+                   explicit=False)
+
+
+def connect(given: str | None) -> ApiClient:
+    """A client of the service that --server (`given`) or the settings name, found as
+    find_service says; one the user did not name is announced on stderr."""
+    service = find_service(given)
+    if not service.explicit:
+        error_console().print(f"service {service.url} ({service.how}; --server or "
+                              "TVMREPRO_SERVER to choose another)", highlight=False)
+    return ApiClient(service)
+
+
 class ApiClient:
     """The service's HTTP API, with errors translated into ReproError."""
 
-    def __init__(self, server: str, reconnect_s: float = RECONNECT_S) -> None:
-        self.server = server.rstrip("/")
+    def __init__(self, server: Service | str, reconnect_s: float = RECONNECT_S) -> None:
+        self.service = server if isinstance(server, Service) else Service(server, "given")
+        self.server = self.service.url.rstrip("/")
         self.reconnect_s = reconnect_s
+        self.answered = False  # once it has, a silence is a restart worth waiting through
         # A plain http:// service needs no TLS context, whose CA bundle takes a quarter of a
         # second to load; redirects are not followed, so no request leaves plain HTTP.
         plain = self.server.startswith("http://")
         self.http = httpx.Client(base_url=self.server, timeout=HTTP_TIMEOUT_S, verify=not plain)
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
-        deadline = time.monotonic() + self.reconnect_s
+        started, attempts, said = time.monotonic(), 0, -RECONNECT_SAY_S
         while True:
             try:
                 response = self.http.request(method, path, **kwargs)
                 break
             except httpx.TransportError as exc:
-                if time.monotonic() > deadline:
-                    raise ServiceError(f"no answer from the service at {self.server} "
-                                       f"({exc}); is it running? (tvmrepro up)") from exc
-                time.sleep(1.0)
+                attempts += 1
+                waited = time.monotonic() - started
+                if not self.answered and attempts >= FIRST_CONTACT_ATTEMPTS:
+                    raise ServiceError(f"no answer from the service at {self.server}, "
+                                       f"{self.service.how} ({exc}); is it running? "
+                                       "(tvmrepro up)") from exc
+                if self.answered and waited >= self.reconnect_s:
+                    raise ServiceError(f"the service at {self.server} stopped answering "
+                                       f"({exc}); gave up after {waited:.0f} s") from exc
+                if self.answered and waited - said >= RECONNECT_SAY_S:
+                    said = waited
+                    error_console().print(
+                        f"no answer from the service at {self.server} for {waited:.0f} s ({exc}); "
+                        f"asking again until {self.reconnect_s:.0f} s", highlight=False)
+                time.sleep(1.0 if self.answered else FIRST_CONTACT_PAUSE_S)
+        self.answered = True
         if response.status_code < 400:
             return response.json()
         self._raise(response)
@@ -164,6 +230,35 @@ def follow(client: ApiClient, job: JobView, console: Console) -> JobView:
             job = client.job(job.id)
 
 
+def resume_command(client: ApiClient, job_id: str, as_json: bool) -> str:
+    """The command that waits for the job again (on the same service when the user named it)."""
+    return (f"tvmrepro wait {job_id}" + (" --json" if as_json else "")
+            + (f" --server {client.server}" if client.service.explicit else ""))
+
+
+@contextlib.contextmanager
+def resumable(client: ApiClient, job_id: str, as_json: bool) -> Iterator[None]:
+    """Around waiting for a job: when the wait ends before the job does (the service gone,
+    Ctrl-C), say how to get back to it; the job itself is the service's and goes on."""
+    try:
+        yield
+    except (ServiceError, KeyboardInterrupt):
+        error_console().print(f"stopped waiting for job {job_id}; to wait for it again: "
+                              f"{resume_command(client, job_id, as_json)}", highlight=False)
+        raise
+
+
+def finish_run(client: ApiClient, job: JobView, as_json: bool) -> None:
+    """Wait for a run job, showing each run's progress, then print the matrix (or JSON)."""
+    with resumable(client, job.id, as_json):
+        job = follow(client, job, error_console())
+        runs = client.results(job) if as_json else []
+    if as_json:
+        print_json({"runs": runs, "job": job.model_dump(mode="json")})
+        return
+    Console(width=max(Console().width, 120)).print(matrix_view(job))
+
+
 def matrix_view(job: JobView) -> Group:
     """The matrix (variants x environments), signature groups and where variants part."""
     matrix = job.matrix
@@ -208,28 +303,26 @@ def run_job(case: Case, envs: list[Environment] | None, variants: list[str],
             "variants": variants, "bypass_cache": bypass_cache, "wait": queue}
 
 
-def run_remotely(case: Case, envs: list[Environment] | None, variants: list[str], server: str,
-                 as_json: bool, wait: bool = True, bypass_cache: bool = False,
+def run_remotely(case: Case, envs: list[Environment] | None, variants: list[str],
+                 server: str | None, as_json: bool, wait: bool = True, bypass_cache: bool = False,
                  queue: bool = False) -> None:
-    """Submit a case to the service, wait for it, print the matrix (or JSON)."""
-    client = ApiClient(server)
+    """Submit a case to the service (--server, or the one find_service finds), wait for it,
+    print the matrix (or JSON)."""
+    client = connect(server)
     job = client.submit(run_job(case, envs, variants, bypass_cache, queue))
     console = error_console()
-    console.print(f"job {job.id} at {server}", highlight=False)
+    console.print(f"job {job.id} at {client.server}", highlight=False)
     if not wait:  # the id on stdout, for scripts: tvmrepro report "$(tvmrepro run ... --no-wait)"
         print_json(job.model_dump(mode="json")) if as_json else print(job.id)
         return
-    served = {env.id for env in client.environments() if env.workers}
+    with resumable(client, job.id, as_json):
+        served = {env.id for env in client.environments() if env.workers}
     for env_id in job.environments:
         if env_id not in served and job.status != JobStatus.DONE:  # --queue asked for it
             console.print(f"no live worker serves {env_id} yet; its runs wait until one does "
                           f"(tvmrepro worker --env {env_id}; Ctrl-C leaves them queued)",
                           highlight=False)
-    job = follow(client, job, console)
-    if as_json:
-        print_json({"runs": client.results(job), "job": job.model_dump(mode="json")})
-        return
-    Console(width=max(Console().width, 120)).print(matrix_view(job))
+    finish_run(client, job, as_json)
 
 
 def run_on_service(case: Case, envs: list[Environment], variants: list[str],

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.liveness import process_token, token_alive
@@ -70,17 +71,25 @@ def announced(settings: Settings, url: str, envs: list[Environment]) -> Iterator
                 path.unlink()
 
 
-def warm_service(settings: Settings, runtime: str, env_ids: list[str]) -> str | None:
-    """The URL of a live `tvmrepro up` on this home whose worker runs `runtime` sandboxes for
-    every one of `env_ids`; None when there is none (or its announcement is stale or unreadable)."""
+def live_up(settings: Settings) -> dict[str, Any] | None:
+    """The announcement of a live `tvmrepro up` on this home (url, runtime, environments); None
+    when there is none, or its announcement is stale or unreadable."""
     try:
         record = json.loads((settings.home / ANNOUNCEMENT).read_text())
-        served, url = set(record["environments"]), str(record["url"])
+        found = {"url": str(record["url"]), "runtime": record.get("runtime"),
+                 "environments": set(record["environments"])}
         alive = token_alive(str(record["process"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if alive and record.get("runtime") == runtime and set(env_ids) <= served:
-        return url
+    return found if alive else None
+
+
+def warm_service(settings: Settings, runtime: str, env_ids: list[str]) -> str | None:
+    """The URL of a live `tvmrepro up` on this home whose worker runs `runtime` sandboxes for
+    every one of `env_ids`; None when there is none (or its announcement is stale or unreadable)."""
+    found = live_up(settings)
+    if found and found["runtime"] == runtime and set(env_ids) <= found["environments"]:
+        return str(found["url"])
     return None
 
 

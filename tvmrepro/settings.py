@@ -77,7 +77,8 @@ class Settings(BaseModel):
                               validate_default=True)
 
     home: Path = DEFAULT_HOME
-    server: str = DEFAULT_SERVER
+    # TVMREPRO_SERVER; unset, a client finds the service itself (cli.remote.find_service).
+    server: str | None = None
     redis_url: str | None = Field(default=None, validation_alias="REDIS_URL")
     redis_prefix: str = ""  # prepended to every Redis key: deployments can share one Redis
     database_url: str | None = Field(default=None, validation_alias="DATABASE_URL")

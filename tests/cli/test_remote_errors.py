@@ -7,6 +7,7 @@ own home); no TVM is needed: the jobs are refused or only queued.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from click.testing import CliRunner, Result
 from werkzeug.serving import make_server
 
 from cli.cli import main
-from cli.remote import ApiClient
+from cli.up import announced
 from service.app import create_app
 from service.jobs import JobService
 from tests.conftest import NEW_ENV
@@ -89,11 +90,52 @@ def test_the_server_comes_from_tvmrepro_server(server: str, tmp_path: Path) -> N
     assert [line.split()[0] for line in listed.stdout.splitlines()] == [submitted.stdout.strip()]
 
 
-def test_an_unreachable_server_is_a_failure_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The client keeps asking for a minute while an API restarts; here it asks once.
-    monkeypatch.setattr(ApiClient.__init__, "__defaults__", (0.0,))
+def test_an_unreachable_server_is_a_failure_naming_it() -> None:
     nobody = f"http://127.0.0.1:{free_port()}"
+    started = time.monotonic()
     result = tvmrepro("jobs", env={"TVMREPRO_SERVER": nobody})
     assert result.exit_code == 1, result.output
-    assert said(result).startswith(f"error: no answer from the service at {nobody} (")
+    # A few quick attempts, not a minute of silent retries (that is for a service that answered
+    # before and is restarting).
+    assert time.monotonic() - started < 15
+    assert said(result).startswith(f"error: no answer from the service at {nobody}, "
+                                   "from TVMREPRO_SERVER (")
     assert said(result).endswith("); is it running? (tvmrepro up)")
+
+
+def test_without_a_server_the_port_of_up_and_serve_is_asked(server: str, tmp_path: Path) -> None:
+    # No --server, no TVMREPRO_SERVER, no `tvmrepro up` on the home: TVMREPRO_PORT, which `make
+    # up` and `serve` bind, says where.
+    port = server.rsplit(":", 1)[1]
+    environ = {"TVMREPRO_HOME": str(tmp_path / "client"), "TVMREPRO_SERVER": "",
+               "TVMREPRO_PORT": port}
+    listed = tvmrepro("jobs", env=environ)
+    assert listed.exit_code == 0, listed.output
+    assert said(listed).startswith(f"service http://127.0.0.1:{port} (from TVMREPRO_PORT;")
+
+    nobody = str(free_port())
+    started = time.monotonic()
+    failed = tvmrepro("jobs", env={**environ, "TVMREPRO_PORT": nobody})
+    assert failed.exit_code == 1, failed.output
+    assert time.monotonic() - started < 15
+    assert (f"error: no answer from the service at http://127.0.0.1:{nobody}, from "
+            "TVMREPRO_PORT (") in said(failed)
+
+
+def test_without_a_server_a_live_up_on_the_home_is_asked(server: str, tmp_path: Path) -> None:
+    home = tmp_path / "client"
+    home.mkdir()
+    environ = {"TVMREPRO_HOME": str(home), "TVMREPRO_SERVER": "",
+               "TVMREPRO_PORT": str(free_port())}  # up.json comes first
+    submitted = tvmrepro("run", script(tmp_path, "a.py", "print('a')\n"), "--env", NEW_ENV,
+                         "--queue", "--no-wait", env=environ)
+    assert submitted.exit_code == 1  # nobody on that port
+    # This process announces the service as `tvmrepro up` does while it serves.
+    with announced(Settings.from_env({"TVMREPRO_HOME": str(home)}), server, []):
+        submitted = tvmrepro("run", script(tmp_path, "a.py", "print('a')\n"), "--env", NEW_ENV,
+                             "--queue", "--no-wait", env=environ)
+        assert submitted.exit_code == 0, submitted.output
+        assert said(submitted).startswith(
+            f"service {server} (announced by the `tvmrepro up` on this TVMREPRO_HOME "
+            f"({home / 'up.json'}); --server or TVMREPRO_SERVER to choose another) "
+            f"job {submitted.stdout.strip()} at {server}")

@@ -44,10 +44,12 @@ def test_up_serves_and_runs_with_no_external_service(tmp_path: Path, test_home: 
                 pass
             assert time.monotonic() < deadline, (home / "up.log").read_text()[-3000:]
             time.sleep(0.3)
-        proc = subprocess.run([tvmrepro, "run", str(shared_case("tvm-17357/case.json")),
-                               "--server", url, "--json"], env=environ, capture_output=True,
-                              text=True, timeout=120)
+        # No --server: the client finds the `up` of its home (up.json), on whatever port it is.
+        proc = subprocess.run([tvmrepro, "run", str(shared_case("tvm-17357/case.json")), "--json"],
+                              env=environ, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
+        assert proc.stderr.startswith(f"service {url} (announced by the `tvmrepro up` on this "
+                                      f"TVMREPRO_HOME ({home / 'up.json'})"), proc.stderr
         runs = json.loads(proc.stdout)["runs"]
         assert [(r["environment"], r["variant"], r["status"]) for r in runs] == [
             (NEW_ENV, "fusetir-once", "error"), (NEW_ENV, "fusetir-twice", "ok")]

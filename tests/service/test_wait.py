@@ -1,0 +1,93 @@
+"""Getting back to a job: a command that stops waiting names the job and the command that waits
+for it again, `tvmrepro wait JOB`, which prints what `run` prints at the end.
+
+Real API and worker processes on the embedded broker and store; the worker runs the tests'
+FakeRuntime (no TVM needed: what is tested is the client and the service, not TVM).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import NEW_ENV, REPO
+from tests.fakes.runtime import DIRECTIVE
+from tests.service.stack import Backend, Stack
+
+pytestmark = [pytest.mark.timeout(180)]
+
+
+@pytest.fixture
+def fake_stack(tmp_path: Path) -> Iterator[Stack]:
+    """The API and a worker for NEW_ENV whose runs the FakeRuntime plays."""
+    home = tmp_path / "home"
+    home.mkdir()
+    running = Stack(Backend("embedded"), home, TVMREPRO_RUNTIME="fake")
+    try:
+        running.start_api()
+        running.start_worker(NEW_ENV)
+        yield running
+    finally:
+        running.close()
+
+
+def tvmrepro(stack: Stack, *args: str) -> subprocess.Popen[str]:
+    """The command line as its own process, talking to the stack's service."""
+    return subprocess.Popen([sys.executable, "-m", "cli", *args], env=stack.environ, cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def read_until(proc: subprocess.Popen[str], text: str, seen: list[str]) -> str:
+    """stderr lines up to (and with) the first that contains `text`; all of them in `seen`."""
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        seen.append(line)
+        if text in line:
+            return line
+    raise AssertionError(f"{text!r} never said; stderr:\n{''.join(seen)}")
+
+
+def test_a_command_that_stops_waiting_says_how_to_get_back(fake_stack: Stack,
+                                                           tmp_path: Path) -> None:
+    case = tmp_path / "slow.py"
+    case.write_text(f"{DIRECTIVE} {json.dumps({'sleep': 6, 'stdout': 'slept'})}\nprint('hi')\n")
+    run = tvmrepro(fake_stack, "run", str(case), "--env", NEW_ENV, "--server", fake_stack.url)
+    seen: list[str] = []
+    job_id = read_until(run, f" at {fake_stack.url}", seen).split()[1]
+
+    # The API goes away while the command waits: it says that it keeps asking, and for how long.
+    assert fake_stack.api is not None
+    fake_stack.kill(fake_stack.api)
+    read_until(run, f"no answer from the service at {fake_stack.url}", seen)
+    run.send_signal(signal.SIGINT)  # the user gives up: Ctrl-C
+    _, rest = run.communicate(timeout=30)
+    stderr = " ".join(("".join(seen) + rest).split())
+    assert run.returncode == 1, stderr
+    assert (f"stopped waiting for job {job_id}; to wait for it again: tvmrepro wait {job_id} "
+            f"--server {fake_stack.url}") in stderr
+
+    # The API is back: `wait` follows the job to its end and prints what `run` would.
+    fake_stack.start_api()
+    waited = tvmrepro(fake_stack, "wait", job_id, "--json", "--server", fake_stack.url)
+    out, err = waited.communicate(timeout=60)
+    assert waited.returncode == 0, err
+    answer = json.loads(out)
+    assert answer["job"]["id"] == job_id and answer["job"]["status"] == "done"
+    assert [(r["environment"], r["status"]) for r in answer["runs"]] == [(NEW_ENV, "ok")]
+    assert answer["runs"] == [fake_stack.http.get(f"/api/v1/jobs/{job_id}/runs/{r['id']}").json()
+                              for r in answer["job"]["runs"]]
+
+    table = tvmrepro(fake_stack, "wait", job_id, "--server", fake_stack.url)
+    out, err = table.communicate(timeout=60)
+    assert table.returncode == 0, err
+    assert NEW_ENV in out and "ok" in out.split(NEW_ENV)[-1], out
+
+    unknown = tvmrepro(fake_stack, "wait", "no-such-job", "--server", fake_stack.url)
+    _, err = unknown.communicate(timeout=60)
+    assert unknown.returncode == 1 and "no-such-job" in err, err
