@@ -2,32 +2,24 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import docker
 import pytest
 
 from tests.conftest import NEW_ENV
-from tests.fixtures.docker_engine import runs_left, sandbox_containers
+from tests.fixtures.docker_engine import runs_left, sandbox_containers, stacks_containers
 from tests.service.stack import Backend, Stack, dump, founding_body, make_home, sleeping_script
 from tvmrepro.environments import Environment
-from tvmrepro.liveness import process_token
 from tvmrepro.settings import Settings
-from worker.runtimes.docker import OWNER_LABEL
 
 pytestmark = [pytest.mark.docker, pytest.mark.tvm, pytest.mark.timeout(300)]
 
 
 def workers_containers(client: docker.DockerClient) -> list[dict]:
-    """The running sandbox containers of the stack's workers: those owned by another process of
-    this host (a run's container may be a warm one, labelled before it knew its run; another
-    host's, e.g. a compose worker's, are not the stack's)."""
-    mine = process_token()
-    here = f"{socket.gethostname()}:"
-    return [c for c in sandbox_containers(client) if c["State"] == "running"
-            and c["Labels"].get(OWNER_LABEL, "").startswith(here)
-            and c["Labels"].get(OWNER_LABEL) != mine]
+    """The running sandbox containers of the stack's workers (a run's container may be a warm
+    one, labelled before it knew its run)."""
+    return [c for c in stacks_containers(client) if c["State"] == "running"]
 
 
 def test_kill_9_of_a_docker_worker_mid_run(docker_settings: Settings,

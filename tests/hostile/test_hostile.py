@@ -223,14 +223,11 @@ def test_nothing_left_behind(stack: Stack, ledger: Ledger, private_redis: Privat
     if runtime_of(stack) == "local":
         left += [line for uid in stack.uids for line in processes_of(uid)]  # type: ignore[attr-defined]
     else:
-        from tests.fixtures.docker_engine import sandbox_containers
-        from tvmrepro.liveness import process_token
-        from worker.runtimes.docker import OWNER_LABEL, connect
+        from tests.fixtures.docker_engine import stacks_containers
+        from worker.runtimes.docker import connect
 
-        # The engine is the session's: the warm containers of the Docker tests' own runtime
-        # (owned by this test process) are not the stack's.
-        left += [c["Id"][:12] for c in sandbox_containers(connect(stack.settings))
-                 if c["Labels"].get(OWNER_LABEL) != process_token()]
+        # The engine is the session's: other tests' runtimes' containers are not the stack's.
+        left += [c["Id"][:12] for c in stacks_containers(connect(stack.settings))]
     left += redis_entries(stack, private_redis)
     assert ledger.add(runtime_of(stack), "left behind after the stop",
                       "no sandbox dir, process, container, Redis entry", str(left) if left

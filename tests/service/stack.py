@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -229,6 +230,19 @@ class Stack:
         with self.store.engine.connect() as conn:
             rows = conn.execute(schema.results.select().where(schema.results.c.run_id.in_(ids)))
             return [dict(r) for r in rows.mappings()]
+
+
+@contextlib.contextmanager
+def serving(backend: Backend, home: Path, env_ids: tuple[str, ...]) -> Iterator[Stack]:
+    """A stack with its API and a worker per environment started, stopped at the end."""
+    running = Stack(backend, home)
+    try:
+        running.start_api()
+        for env_id in env_ids:
+            running.start_worker(env_id)
+        yield running
+    finally:
+        running.close()
 
 
 def founding_body(case: dict[str, Any], envs: list[str] | str, **extra: Any) -> dict[str, Any]:

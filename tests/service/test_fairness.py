@@ -31,16 +31,22 @@ def normal_case() -> dict[str, Any]:
     return {"title": "normal", "script": "import tvm\nprint(tvm.__version__)\n"}
 
 
-@pytest.mark.parametrize("backend", ["redis+postgres"], indirect=True)
-def test_a_normal_job_finishes_while_a_busy_loop_runs(stack: Stack) -> None:
+def busy_then_normal(stack: Stack, busy_s: int, wait_s: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Start the API and a worker, submit a busy loop, then (once it runs) a normal job; the
+    busy job as submitted and the normal job once done (waited for up to `wait_s`)."""
     stack.start_api()
     stack.start_worker(NEW_ENV)
-    busy = stack.submit(founding_body(busy_case(BUSY_TIMEOUT_S), [NEW_ENV]))
+    busy = stack.submit(founding_body(busy_case(busy_s), [NEW_ENV]))
     stack.wait_running(busy["id"])
     normal = stack.submit(founding_body(normal_case(), [NEW_ENV]))
+    return busy, stack.wait(normal["id"], timeout=wait_s)
+
+
+@pytest.mark.parametrize("backend", ["redis+postgres"], indirect=True)
+def test_a_normal_job_finishes_while_a_busy_loop_runs(stack: Stack) -> None:
     # Waited for up to the busy run's whole time limit: if the normal job stood behind the
     # busy one, it would finish only after the busy run timed out, and the check below fails.
-    done = stack.wait(normal["id"], timeout=BUSY_TIMEOUT_S + 60)
+    busy, done = busy_then_normal(stack, BUSY_TIMEOUT_S, BUSY_TIMEOUT_S + 60)
     busy_now = stack.store.job(busy["id"])
     assert busy_now is not None
     assert [run.state for run in busy_now.runs] == ["running"], dump(busy_now.model_dump())
@@ -50,15 +56,10 @@ def test_a_normal_job_finishes_while_a_busy_loop_runs(stack: Stack) -> None:
 @pytest.mark.parametrize("backend", ["redis+postgres"], indirect=True)
 def test_with_one_run_at_a_time_a_normal_job_waits_for_the_busy_loop(stack: Stack) -> None:
     stack.configure(TVMREPRO_WORKER_CONCURRENCY="1")
-    stack.start_api()
-    stack.start_worker(NEW_ENV)
-    busy = stack.submit(founding_body(busy_case(ONE_SLOT_BUSY_S), [NEW_ENV]))
-    stack.wait_running(busy["id"])
-    normal = stack.submit(founding_body(normal_case(), [NEW_ENV]))
-    done = stack.wait(normal["id"], timeout=ONE_SLOT_BUSY_S + 120)
+    busy, done = busy_then_normal(stack, ONE_SLOT_BUSY_S, ONE_SLOT_BUSY_S + 120)
     assert [run["result"]["status"] for run in done["runs"]] == ["ok"], dump(done)
     stack.wait(busy["id"], timeout=ONE_SLOT_BUSY_S + 60)
-    busy_now, normal_now = stack.store.job(busy["id"]), stack.store.job(normal["id"])
+    busy_now, normal_now = stack.store.job(busy["id"]), stack.store.job(done["id"])
     assert busy_now is not None and normal_now is not None
     (busy_run,), (normal_run,) = busy_now.runs, normal_now.runs
     assert busy_run.result is not None and busy_run.result["status"] == "timeout", dump(

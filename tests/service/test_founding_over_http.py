@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import NEW_ENV, OLD_ENV, REPO, shared_case
 from tests.service.conftest import tagged
-from tests.service.stack import Backend, Stack, dump, founding_body, make_home
+from tests.service.stack import Backend, Stack, dump, founding_body, make_home, serving
 from tvmrepro.environments import Environment
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(300)]
@@ -25,14 +25,9 @@ def stack(module_backend: Backend, tmp_path_factory: pytest.TempPathFactory, tes
           tvm_envs: dict[str, Environment]) -> Iterator[Stack]:
     """The API and one worker per founding environment, shared by the module's tests on each
     backend: each submits a case of its own (`tagged`) where it needs fresh runs."""
-    running = Stack(module_backend, make_home(tmp_path_factory.mktemp("founding"), test_home))
-    try:
-        running.start_api()
-        for env_id in (OLD_ENV, NEW_ENV):
-            running.start_worker(env_id)
+    with serving(module_backend, make_home(tmp_path_factory.mktemp("founding"), test_home),
+                 (OLD_ENV, NEW_ENV)) as running:
         yield running
-    finally:
-        running.close()
 
 
 def cells(job: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:

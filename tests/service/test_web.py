@@ -25,7 +25,7 @@ from tests.service.browser import (
     start_browser,
     wait_for,
 )
-from tests.service.stack import Backend, Stack, make_home
+from tests.service.stack import Backend, Stack, make_home, serving
 from tvmrepro.environments import Environment
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(600)]
@@ -38,14 +38,9 @@ EVIL = "<script>alert(1)</script>"
 def stack(tmp_path_factory: pytest.TempPathFactory, test_home: Path,
           tvm_envs: dict[str, Environment]) -> Iterator[Stack]:
     """One service for the module: the API and a worker for each founding-case environment."""
-    running = Stack(Backend("embedded"), make_home(tmp_path_factory.mktemp("web"), test_home))
-    try:
-        running.start_api()
-        for env_id in (OLD_ENV, NEW_ENV):
-            running.start_worker(env_id)
+    with serving(Backend("embedded"), make_home(tmp_path_factory.mktemp("web"), test_home),
+                 (OLD_ENV, NEW_ENV)) as running:
         yield running
-    finally:
-        running.close()
 
 
 @pytest.fixture(scope="module")
