@@ -115,6 +115,7 @@ def test_fifty_jobs_at_once(fake_stack: Stack, founding_case: dict[str, Any]) ->
 
 
 @pytest.mark.tvm
+@pytest.mark.parametrize("backend", ["redis+postgres"], indirect=True)  # the fake covers both
 def test_jobs_at_once_on_real_tvm(stack: Stack, founding_case: dict[str, Any]) -> None:
     stack.start_api()
     load(stack, founding_case, REAL_JOBS, timeout=300, scripted=False)

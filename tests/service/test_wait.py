@@ -39,8 +39,11 @@ def fake_stack(tmp_path: Path) -> Iterator[Stack]:
 
 def tvmrepro(stack: Stack, *args: str) -> subprocess.Popen[str]:
     """The command line as its own process, talking to the stack's service."""
+    # Ctrl-C reaches it as it would a user's command: an xdist worker ignores SIGINT, and a
+    # child would inherit that (Python leaves an ignored SIGINT ignored).
     return subprocess.Popen([sys.executable, "-m", "cli", *args], env=stack.environ, cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def read_until(proc: subprocess.Popen[str], text: str, seen: list[str]) -> str:
