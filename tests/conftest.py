@@ -11,12 +11,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.settings import Settings
+
+if TYPE_CHECKING:
+    from worker.runtimes.local import LocalRuntime
 
 # Session fixtures every directory may use, loaded once (tests/fixtures/__init__.py says why).
 pytest_plugins = ["tests.fixtures.docker_engine", "tests.fixtures.databases", "tests.fixtures.ledger"]
@@ -102,7 +105,7 @@ def tvm_envs(settings: Settings) -> dict[str, Environment]:
 
 
 @pytest.fixture(scope="session")
-def warm_runtime(settings: Settings, tvm_envs: dict[str, Environment]) -> Iterator[Any]:
+def warm_runtime(settings: Settings, tvm_envs: dict[str, Environment]) -> Iterator[LocalRuntime]:
     """One local runtime for the session's runs, as a worker's pool process has it: a sandbox of
     each founding environment waits warm, forked by the environment's zygote (TVM imported
     once), so a run pays no TVM import. Tests of the cold path make a runtime of their own."""

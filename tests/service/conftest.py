@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,16 +29,22 @@ def backend(request: pytest.FixtureRequest) -> Backend:
                    request.getfixturevalue("redis_prefix"))
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
-def module_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
-    """A backend for a stack that a module's tests share (they only submit and read): a
-    database and Redis keys of the module's own, removed at its end. A module's tests run in
-    one xdist worker (tests/conftest.py), so one stack serves them all."""
-    if request.param == "embedded":
+@contextlib.contextmanager
+def own_backend(name: str) -> Iterator[Backend]:
+    """A backend of the caller's own: embedded, or a database and Redis keys removed at the end."""
+    if name == "embedded":
         yield Backend("embedded")
         return
     with own_database() as url, own_prefix() as prefix:
         yield Backend("redis+postgres", REDIS_URL, url, prefix)
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def module_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    """A backend for a stack that a module's tests share (they only submit and read). A
+    module's tests run in one xdist worker (tests/conftest.py), so one stack serves them all."""
+    with own_backend(request.param) as backend:
+        yield backend
 
 
 def tagged(case: dict[str, Any], tag: str) -> dict[str, Any]:

@@ -25,8 +25,8 @@ from tests.bisect_support import (
     start_worker_for,
 )
 from tests.conftest import NEW_ENV, OLD_ENV
-from tests.fixtures.databases import REDIS_URL, own_database, own_prefix
-from tests.service.stack import Backend, Stack, dump, make_home
+from tests.service.conftest import own_backend
+from tests.service.stack import Stack, dump, make_home
 from tvmrepro.models import JobView
 from tvmrepro.report import render_report
 from tvmrepro.settings import Settings
@@ -50,9 +50,8 @@ def releases(cpu_releases: list[str], tmp_path_factory: pytest.TempPathFactory,
              test_home: Path) -> Iterator[Stack]:
     """The API and one worker serving every CPU release, on Redis and PostgreSQL, shared by the
     tests that only submit and read (each submits cases of its own)."""
-    with own_database() as url, own_prefix() as prefix:
-        running = Stack(Backend("redis+postgres", REDIS_URL, url, prefix),
-                        make_home(tmp_path_factory.mktemp("releases"), test_home))
+    with own_backend("redis+postgres") as backend:
+        running = Stack(backend, make_home(tmp_path_factory.mktemp("releases"), test_home))
         try:
             running.start_api()
             start_worker_for(running, cpu_releases)
