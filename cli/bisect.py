@@ -8,10 +8,11 @@ of CONTRACT.md, judged by the same code (tvmrepro.bisection).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -178,18 +179,21 @@ def bisect(case_file: Path, variant: str | None, env_ids: tuple[str, ...], devic
         default_catalog().get(reference, "--reference")
     options = make_options(case, envs, variant, oracle, reference, repeat, strategy,
                            fields=CLI_FIELDS)
-    columns = (TextColumn("probes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=error_console(), transient=as_json) as progress:
-        task = progress.add_task("probes", total=None)
-
-        def tick(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
-
+    with probe_progress(as_json) as tick:
         if local:
             found = bisect_locally(case, options, runtime_name, tick)
         else:
             _, found = bisect_remotely(case, options, server, tick, as_json)
     show_bisect(found, case.title or case_file.name, as_json)
+
+
+@contextlib.contextmanager
+def probe_progress(as_json: bool) -> Iterator[Tick]:
+    """A progress bar of the probes on stderr (gone at the end with --json); yields its tick."""
+    columns = (TextColumn("probes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=error_console(), transient=as_json) as progress:
+        task = progress.add_task("probes", total=None)
+        yield lambda done, total: progress.update(task, completed=done, total=total)
 
 
 def show_bisect(found: dict[str, Any], title: str, as_json: bool) -> None:

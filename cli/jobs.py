@@ -16,10 +16,6 @@ from tvmrepro.models import JobView
 server_option = click.option("--server", default=None, help=SERVER_HELP)
 
 
-def _client(server: str | None) -> ApiClient:
-    return connect(server)
-
-
 def run_id_of(job: JobView, name: str, field: str) -> str:
     """The run id that VARIANT@ENVIRONMENT (or a run id, or a unique prefix of one) names."""
     variant, at, env = name.partition("@")
@@ -38,7 +34,7 @@ def run_id_of(job: JobView, name: str, field: str) -> str:
 @reports_errors
 def jobs_command(limit: int, as_json: bool, server: str | None) -> None:
     """The service's jobs, newest first."""
-    page = _client(server).jobs(limit)
+    page = connect(server).jobs(limit)
     if as_json:
         print_json(page.model_dump(mode="json"))
         return
@@ -54,7 +50,7 @@ def jobs_command(limit: int, as_json: bool, server: str | None) -> None:
 @reports_errors
 def log_command(job_id: str, run: str, server: str | None) -> None:
     """What a run printed (RUN: VARIANT@ENVIRONMENT)."""
-    client = _client(server)
+    client = connect(server)
     log = client.run_part(job_id, run_id_of(client.job(job_id), run, "RUN"), "log")
     click.echo(log["stdout"], nl=False)
     click.echo(log["stderr"], nl=False, err=True)
@@ -68,7 +64,7 @@ def log_command(job_id: str, run: str, server: str | None) -> None:
 @reports_errors
 def ir_command(job_id: str, run: str, step: int | None, server: str | None) -> None:
     """A run's TVMScript after each pass (RUN: VARIANT@ENVIRONMENT)."""
-    client = _client(server)
+    client = connect(server)
     passes = client.run_part(job_id, run_id_of(client.job(job_id), run, "RUN"), "ir")["passes"]
     if step is not None and not 1 <= step <= len(passes):
         raise BadInput("--step", f"the run has steps 1 to {len(passes)}, not {step}")
@@ -85,7 +81,7 @@ def ir_command(job_id: str, run: str, step: int | None, server: str | None) -> N
 @reports_errors
 def compare_command(job_id: str, a: str, b: str, server: str | None) -> None:
     """Where two runs' IR first differs (each VARIANT@ENVIRONMENT), with the diff."""
-    client = _client(server)
+    client = connect(server)
     job = client.job(job_id)
     found = client.compare(job_id, run_id_of(job, a, "A"), run_id_of(job, b, "B"))
     step = found.first_differing_pass
@@ -102,7 +98,7 @@ def compare_command(job_id: str, a: str, b: str, server: str | None) -> None:
 @reports_errors
 def cancel_command(job_id: str, server: str | None) -> None:
     """Cancel a job's runs that have no result yet."""
-    done = _client(server).cancel(job_id)
+    done = connect(server).cancel(job_id)
     click.echo(f"job {done.id}: {done.cancelled_runs} run(s) cancelled")
 
 
@@ -118,7 +114,7 @@ def wait_command(job_id: str, as_json: bool, server: str | None) -> None:
     extraction prints its answer as JSON."""
     from cli.remote import finish_run, resumable
 
-    client = _client(server)
+    client = connect(server)
     job = client.job(job_id)
     if job.kind == "run":
         finish_run(client, job, as_json)
@@ -135,16 +131,9 @@ def wait_command(job_id: str, as_json: bool, server: str | None) -> None:
 
 
 def _wait_bisect(client: ApiClient, job: JobView, as_json: bool) -> None:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from cli.bisect import follow_bisect, show_bisect
-    from cli.output import error_console
+    from cli.bisect import follow_bisect, probe_progress, show_bisect
     from cli.remote import resumable
 
-    columns = (TextColumn("probes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with resumable(client, job.id, as_json), \
-            Progress(*columns, console=error_console(), transient=as_json) as progress:
-        task = progress.add_task("probes", total=None)
-        found = follow_bisect(client, job, lambda done, total: progress.update(
-            task, completed=done, total=total))
+    with resumable(client, job.id, as_json), probe_progress(as_json) as tick:
+        found = follow_bisect(client, job, tick)
     show_bisect(found, job.title or f"job {job.id}", as_json)
