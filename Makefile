@@ -15,8 +15,9 @@ types:
 
 # The suite in TEST_WORKERS processes (pytest-xdist; tests/conftest.py says what runs together),
 # with the 30 slowest steps printed so that every log shows where the time goes. Much of a
-# test's time is waiting on processes it started: on two cores, four took 14-15.5 min where
-# three took 15.8-16.2 min; with four, the Docker unit (one engine, ~14 min) is the longest.
+# test's time is waiting on processes it started: on two cores, pytest took 14.3, 15.3 and
+# 16.2 min with four, 15.8 and 16.2 min with three; with four, the Docker unit (one engine,
+# ~14-15 min of tests) is the longest.
 TEST_WORKERS ?= 4
 test:
 	.venv/bin/pytest -ra --durations=30 -n $(TEST_WORKERS)
