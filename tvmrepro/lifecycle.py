@@ -4,6 +4,12 @@ A job fans out into runs; each run is `queued`, then `running` (claimed by one
 worker process), then `done` (it has a result). A job's status follows from its
 runs. Two runs are the same (the cache key) when the case as run, the variant,
 the environment's pins and the harness's code are the same.
+
+The cache serves only decisive results: what the case does by itself. A `timeout`
+(a loaded host runs a case slower), a `crash` by SIGKILL (the host's OOM killer)
+and an `infra_error` (the service's fault) say as much about the host as about the
+case, so they are stored but never served; and the first decisive result of a key
+is the one served, so a later run (beside a CPU hog, say) cannot replace it.
 """
 
 from __future__ import annotations
@@ -18,6 +24,12 @@ from typing import Any
 from images import HARNESS_DIR
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
+from tvmrepro.results import Status
+
+# What a cache hit may be: the statuses a case decides by itself.
+CACHED_STATUSES = (Status.OK, Status.ERROR, Status.CRASH, Status.OOM, Status.INCOMPATIBLE)
+# Signatures of those that load can still make (the host's OOM killer's SIGKILL): not served.
+UNCACHED_SIGNATURES = ("crash: SIGKILL",)
 
 
 class RunState(str, Enum):

@@ -19,9 +19,9 @@ from sqlalchemy.engine import Connection
 from tvmrepro import schema as t
 from tvmrepro.comparisons import job_comparisons, job_pairs, reusable
 from tvmrepro.errors import ReproError
-from tvmrepro.lifecycle import Action, Claim, RunState
+from tvmrepro.lifecycle import CACHED_STATUSES, UNCACHED_SIGNATURES, Action, Claim, RunState
 from tvmrepro.models import Comparison
-from tvmrepro.results import Result, Status
+from tvmrepro.results import Result
 from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.store_bisections import BisectionRows
 from tvmrepro.store_workers import WorkerRegistry
@@ -94,21 +94,26 @@ class Store(WorkerRegistry, BisectionRows):
             return {env_id: int(n) for env_id, n in conn.execute(query)}
 
     def cached_result(self, cache_key: str) -> str | None:
-        """The result id of the newest finished run with this key (never an infra_error)."""
+        """The result id of the first decisive finished run with this key (lifecycle's
+        CACHED_STATUSES: never a timeout, a SIGKILL or an infra_error), or None."""
         return self.cached_results([cache_key]).get(cache_key)
 
     def cached_results(self, cache_keys: list[str]) -> dict[str, str]:
         """Cache key -> `cached_result` of it, for those that have one, in one query."""
         # Only the runs that made a result themselves (its run_id is theirs): a cached run
-        # points at the newest of them, so they answer alone. Reached through the cache key's
+        # points at the first of them, so they answer alone. Reached through the cache key's
         # index, not (as SQLite chose for `state`) through every finished run of the store.
         query = (sa.select(t.runs.c.cache_key, t.results.c.run_id)
                  .join(t.results, t.results.c.run_id == t.runs.c.id)
                  .where(t.runs.c.cache_key.in_(set(cache_keys)),
-                        t.results.c.status != Status.INFRA_ERROR.value)
-                 .order_by(t.runs.c.finished_at))
+                        t.results.c.status.in_([s.value for s in CACHED_STATUSES]),
+                        t.results.c.signature.not_in(UNCACHED_SIGNATURES)
+                        | t.results.c.signature.is_(None))
+                 .order_by(t.runs.c.finished_at.desc(), t.runs.c.id))
         with self.engine.connect() as conn:
-            return {key: result_id for key, result_id in conn.execute(query)}  # newest last
+            # The first decisive result wins: a later one (a run beside a CPU hog) never
+            # replaces it. Newest first, so the oldest is the one the dict keeps.
+            return {key: result_id for key, result_id in conn.execute(query)}
 
     def mark_published(self, run_ids: list[str], at: float) -> None:
         """Record that these runs' messages were (re)published at `at`."""
