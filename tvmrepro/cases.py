@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from functools import lru_cache
@@ -18,15 +19,28 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
+# What Python's parser cannot take at all: nesting deeper than its stack (RecursionError, or
+# MemoryError from the parser's own stack), null bytes (ValueError on Python 3.11).
+_UNPARSABLE = (RecursionError, MemoryError, ValueError, OverflowError)
+
+
 @lru_cache(maxsize=32)
-def _syntax_error(source: str) -> str | None:
-    """Why `source` is not valid Python, or None (cached: a case submitted again, as a cache
-    hit is, is not compiled again; compiling a large TVMScript module takes milliseconds)."""
+def _syntax_error(source: str, mode: str = "exec") -> str | None:
+    """Why `source` is not usable Python (invalid, nested deeper than the parser allows, or
+    no statement at all), or None (cached: a case submitted again, as a cache hit is, is not
+    compiled again; compiling a large TVMScript module takes milliseconds)."""
     try:
-        compile(source, "<case>", "exec", dont_inherit=True)
+        tree = ast.parse(source, "<case>", mode)
+        if isinstance(tree, ast.Module) and not tree.body:
+            return "empty: it holds no Python statement (only blanks or comments)"
+        compile(tree, "<case>", mode, dont_inherit=True)
     except SyntaxError as exc:
         where = f" at line {exc.lineno}, column {exc.offset}" if exc.lineno else ""
         return f"not valid Python: {exc.msg}{where}"
+    except _UNPARSABLE as exc:
+        if isinstance(exc, RecursionError | MemoryError):
+            return "not valid Python: nested more deeply than Python's parser allows"
+        return f"not valid Python: {exc}"
     return None
 
 
@@ -103,6 +117,13 @@ class Case(BaseModel):
             raise ValueError(problem)
         return value
 
+    @field_validator("reference")
+    @classmethod
+    def _expression(cls, value: str | None) -> str | None:
+        if value is not None and (problem := _syntax_error(value, "eval")):
+            raise ValueError(f"not a Python expression: {problem.removeprefix('not valid Python: ')}")
+        return value
+
     @model_validator(mode="after")
     def _one_mode(self) -> Case:
         if self.script is not None:
@@ -118,13 +139,8 @@ class Case(BaseModel):
             raise ValueError(f"variant names must be unique, got {names}")
         if not _NAME.match(self.module):
             raise ValueError(f"module {self.module!r} is not a Python name")
-        if self.reference is not None:
-            if not self.entry:
-                raise ValueError("a 'reference' needs an 'entry' whose outputs it checks")
-            try:
-                compile(self.reference, "<reference>", "eval", dont_inherit=True)
-            except SyntaxError as exc:
-                raise ValueError(f"reference is not a Python expression: {exc.msg}") from None
+        if self.reference is not None and not self.entry:
+            raise ValueError("a 'reference' needs an 'entry' whose outputs it checks")
         return self
 
     @property

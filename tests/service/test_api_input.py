@@ -80,3 +80,36 @@ def test_a_chunked_body_over_the_cap_is_413(http_url: str) -> None:
                           headers={"Content-Type": "application/json"})
     assert response.status_code == 413, response.text
     assert httpx.get(f"{http_url}/healthz").status_code == 200
+
+
+DEEP = "-" * 10_000 + "1"  # deeper than Python's parser goes (MemoryError or RecursionError)
+
+
+@pytest.mark.parametrize(("change", "field", "problem"), [
+    ({"source": DEEP}, "case.source", "nested more deeply than Python's parser allows"),
+    ({"source": "x" + ".y" * 12_000}, "case.source", "nested more deeply than Python's"),
+    ({"source": "(" * 300 + ")" * 300}, "case.source", "too many nested parentheses"),
+    ({"source": ""}, "case.source", "empty: it holds no Python statement"),
+    ({"source": "\n  \n# only a comment\n"}, "case.source", "empty: it holds no Python"),
+    ({"entry": "main", "reference": DEEP}, "case.reference", "nested more deeply than"),
+    ({"entry": "main", "reference": "np.sum(x"}, "case.reference", "not a Python expression"),
+])
+def test_what_the_parser_cannot_take_is_400(client: FlaskClient,  # noqa: F811
+                                            founding_case: dict[str, Any],
+                                            change: dict[str, Any], field: str,
+                                            problem: str) -> None:
+    status, body = post(client, job({**founding_case, **change}))
+    assert status == 400, body
+    assert body["error"]["field"] == field and problem in body["error"]["message"], body
+
+
+@pytest.mark.parametrize(("script", "problem"), [
+    ("", "empty: it holds no Python statement"), ("# nothing\n", "empty: it holds no Python"),
+    (DEEP, "nested more deeply than Python's parser allows"),
+    ("x = 1\x00", "source code string cannot contain null bytes"),
+])
+def test_a_script_the_parser_cannot_take_is_400(client: FlaskClient,  # noqa: F811
+                                                script: str, problem: str) -> None:
+    status, body = post(client, job({"script": script}))
+    assert status == 400, body
+    assert body["error"]["field"] == "case.script" and problem in body["error"]["message"], body

@@ -27,7 +27,8 @@ GOOD: dict[str, Any] = {"source": MODULE, "variants": [{"name": "a", "passes": [
      "not valid Python: '(' was never closed at line 3, column 10"),
     ({"unknown": 1}, "unknown", "Extra inputs are not permitted"),
     ({"reference": "np.sum(x)"}, "case", "a 'reference' needs an 'entry'"),
-    ({"reference": "np.sum(x", "entry": "main"}, "case", "reference is not a Python expression"),
+    ({"reference": "np.sum(x", "entry": "main"}, "reference",
+     "not a Python expression: '(' was never closed"),
 ])
 def test_a_bad_case_names_its_field(change: dict[str, Any], field: str, problem: str) -> None:
     with pytest.raises(BadInput) as info:
