@@ -31,6 +31,8 @@ def _syntax_error(source: str, mode: str = "exec") -> str | None:
     compiled again; compiling a large TVMScript module takes milliseconds)."""
     try:
         tree = ast.parse(source, "<case>", mode)
+        if not isinstance(tree, ast.Module | ast.Expression):
+            raise AssertionError(f"ast.parse in mode {mode!r} gave a {type(tree).__name__}")
         if isinstance(tree, ast.Module) and not tree.body:
             return "empty: it holds no Python statement (only blanks or comments)"
         compile(tree, "<case>", mode, dont_inherit=True)
