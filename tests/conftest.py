@@ -32,12 +32,16 @@ REPO = Path(__file__).resolve().parents[1]
 
 # pytest-xdist (`make test` runs it with -n): a unit of tests is handed to one worker process
 # whole, so a file's module-scoped stacks start once. The unit is the test's file; the Docker
-# tests and the hostile suite's Docker half are one unit, as they share the session's private
-# engine (tests/fixtures/docker_engine.py). The units that take longest go first, so that no
-# worker starts one of them last. (xdist's own `loadgroup` marks do not group under pytest 9.2,
-# whose node ids no longer follow `_nodeid`: hence a scheduler of our own.)
-ONE_UNIT = {"tests/docker/": "docker-engine", "tests/hostile/": "docker-engine"}
-LONGEST_FIRST = ("docker-engine", "hostile-local", "tests/test_first_hour.py",
+# tests and the hostile suite's Docker half are one unit, as they share the process's private
+# engine and the images built on it (tests/fixtures/docker_engine.py). The compose test is a
+# unit of its own: it removes the environments' images to see its worker build them, so it
+# gets an engine of its own (its worker process's), and runs beside the other Docker tests
+# instead of after them. The units that take longest go first, so that no worker starts one of
+# them last. (xdist's own `loadgroup` marks do not group under pytest 9.2, whose node ids no
+# longer follow `_nodeid`: hence a scheduler of our own.)
+ONE_UNIT = {"tests/docker/test_compose.py": "docker-compose", "tests/docker/": "docker-engine",
+            "tests/hostile/": "docker-engine"}
+LONGEST_FIRST = ("docker-engine", "docker-compose", "hostile-local", "tests/test_first_hour.py",
                  "tests/service/test_bisect_over_http.py", "tests/service/test_recovery.py",
                  "tests/service/test_reduce_over_http.py")
 

@@ -20,7 +20,7 @@ import yaml
 
 from cli.up import default_environments
 from tests.conftest import NEW_ENV, OLD_ENV, REPO, shared_case
-from tests.fixtures.docker_engine import SCRIPTS, engine_environ, sandbox_containers
+from tests.fixtures.docker_engine import SCRIPTS, engine_environ, filling, sandbox_containers
 from tests.service.stack import free_port
 from tvmrepro.cases import load_case_file
 from tvmrepro.environments import default_catalog
@@ -133,9 +133,9 @@ class Project:
 def compose_stack(docker_host: str, docker_settings: Settings, docker_client: docker.DockerClient,
                   base_image: str, wheelhouse: Path, test_home: Path) -> Iterator[Project]:
     """A compose project of this checkout on the private engine, not yet up."""
-    wheels = test_home / "wheelhouse-service"
-    download_wheels(service_requirements(), wheels, default_catalog().get(NEW_ENV).python,
-                    deps=True)
+    with filling(test_home / "wheelhouse-service") as wheels:
+        download_wheels(service_requirements(), wheels, default_catalog().get(NEW_ENV).python,
+                        deps=True)
     build_service_image(docker_client, docker_settings, wheels, base_image, tag=SERVICE_IMAGE)
     _stand_in("redis-image", REDIS_IMAGE, base_image, docker_host)
     _stand_in("postgres-image", POSTGRES_IMAGE, base_image, docker_host)
