@@ -10,6 +10,7 @@ from flask import Blueprint, Flask, Response, current_app, jsonify, request, url
 from pydantic import BaseModel
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge, UnsupportedMediaType
 
+from service.hosts import AllowedHosts
 from service.jobs import JobService
 from service.openapi import openapi_document
 from tvmrepro.errors import BadInput, NotServed
@@ -205,6 +206,16 @@ def healthz() -> tuple[Response, int]:
     """200 when the store and the broker answer, else 503."""
     found = service().health()
     return answer(found, 200 if found.status == "ok" else 503)
+
+
+def check_host() -> tuple[Response, int] | None:
+    """400 for a Host this service does not answer to (a page rebinding its own name to this
+    address); a request without Host (HTTP/1.0, never a browser's) is answered."""
+    header = request.environ.get("HTTP_HOST")
+    hosts: AllowedHosts = current_app.extensions["tvmrepro.hosts"]
+    if header is None or hosts.allows(header):
+        return None
+    return error(400, hosts.refusal(header), "Host")
 
 
 def secure_headers(response: Response) -> Response:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from flask import Flask
 
-from service.api import api, health, register_errors, secure_headers
+from service.api import api, check_host, health, register_errors, secure_headers
+from service.hosts import AllowedHosts
 from service.jobs import JobService
 from service.web import web
 from tvmrepro.settings import Settings
@@ -17,6 +18,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = settings.max_request_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]  # keep the models' field order
     app.extensions["tvmrepro"] = JobService.open(settings)
+    app.extensions["tvmrepro.hosts"] = AllowedHosts.of(settings)
+    app.before_request(check_host)  # before anything else: a foreign Host gets nothing
     app.register_blueprint(api)
     app.register_blueprint(health)
     app.register_blueprint(web)  # the pages: / and /jobs/<id>

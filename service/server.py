@@ -15,7 +15,9 @@ class Server(BaseApplication):
     """gunicorn running create_app(settings)."""
 
     def __init__(self, settings: Settings, host: str, port: int) -> None:
-        self.settings, self.host, self.port = settings, host, port
+        # The app learns the address it is bound to from its settings (its Host allow-list).
+        self.settings = settings.model_copy(update={"host": host, "port": port})
+        self.host, self.port = host, port
         super().__init__()
 
     def load_config(self) -> None:

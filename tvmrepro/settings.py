@@ -40,6 +40,12 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 API_WORKERS = 2  # gunicorn processes (each with API_THREADS threads)
 API_THREADS = 4
+# How long one request may take to arrive whole (its line, headers and body) once its first
+# byte has: a slow or stalled client holds one of the API's threads at most this long.
+READ_TIMEOUT_S = 10.0
+# A run that waits this long for a worker ends as infra_error (Expired): a job for an
+# environment no worker serves does not hold its place in the queue for ever.
+WAIT_EXPIRY_S = 86400.0
 # Runs at once per worker; 0: one per core, at least 2, at most one per default memory limit
 # (tvmrepro.queue.worker_concurrency), so one long run never holds a whole worker.
 WORKER_CONCURRENCY = 0
@@ -101,6 +107,11 @@ class Settings(BaseModel):
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
     api_workers: int = Field(default=API_WORKERS, gt=0)
     api_threads: int = Field(default=API_THREADS, gt=0)
+    read_timeout_s: float = Field(default=READ_TIMEOUT_S, gt=0)
+    # Host names (comma-separated) the API answers to besides localhost's and the address it
+    # is bound to, e.g. "repro.example.org,api"; "*" answers any (behind a proxy that checks).
+    allowed_hosts: str = ""
+    wait_expiry_s: float = Field(default=WAIT_EXPIRY_S, gt=0)
     worker_concurrency: int = Field(default=WORKER_CONCURRENCY, ge=0)
     visibility_timeout_s: int = Field(default=VISIBILITY_TIMEOUT_S, gt=0)
     worker_stale_s: float = Field(default=WORKER_STALE_S, gt=0)

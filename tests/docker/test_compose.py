@@ -75,6 +75,8 @@ def test_compose_file_is_accepted_and_wired() -> None:
                else ":/var/run/docker.sock" in v for v in worker["volumes"])
     assert "gunicorn" not in services["api"]["command"]  # `tvmrepro serve` runs it
     assert services["api"]["environment"]["REDIS_URL"] == "redis://redis:6379/0"
+    # The project's network reaches the API by its service name: a Host it answers to.
+    assert "api" in services["api"]["environment"]["TVMREPRO_ALLOWED_HOSTS"].split(",")
     assert cuda["services"]["worker-cuda"]["profiles"] == ["cuda"]
     assert "tvm-0.27.0.post1-cuda" in str(cuda["services"]["worker-cuda"]["command"])
 

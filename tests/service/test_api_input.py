@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,7 +15,10 @@ from flask import Flask
 from flask.testing import FlaskClient
 from werkzeug.serving import make_server
 
+from service.app import create_app
+from service.hosts import AllowedHosts
 from tests.service.test_api import SMALL_LIMIT, app, client, job, post  # noqa: F401  # fixtures
+from tvmrepro.settings import Settings
 
 
 @pytest.mark.parametrize(("raw", "problem"), [
@@ -113,3 +118,43 @@ def test_a_script_the_parser_cannot_take_is_400(client: FlaskClient,  # noqa: F8
     status, body = post(client, job({"script": script}))
     assert status == 400, body
     assert body["error"]["field"] == "case.script" and problem in body["error"]["message"], body
+
+
+@pytest.mark.parametrize("path", ["/api/v1/jobs", "/api/v1/jobs/nope", "/healthz", "/",
+                                  "/api/v1/environments"])
+def test_a_foreign_host_is_400_naming_it(client: FlaskClient, path: str) -> None:  # noqa: F811
+    # A page on attacker.example that rebinds its name to 127.0.0.1 sends its own Host.
+    for method in ("GET", "POST", "DELETE"):
+        response = client.open(path, method=method, headers={"Host": "attacker.example:8000"},
+                               data="{}", content_type="application/json")
+        assert response.status_code == 400, (method, response.data)
+        error = response.get_json()["error"]
+        assert error["field"] == "Host" and "'attacker.example:8000'" in error["message"]
+        assert "TVMREPRO_ALLOWED_HOSTS" in error["message"]
+
+
+@pytest.mark.parametrize("host", ["localhost", "localhost:8000", "127.0.0.1:8000", "[::1]:8000",
+                                  "LOCALHOST.:8000"])
+def test_localhost_names_are_answered(client: FlaskClient, host: str) -> None:  # noqa: F811
+    assert client.get("/healthz", headers={"Host": host}).status_code == 200
+
+
+def test_a_deployment_names_its_hosts(tmp_path: Path) -> None:
+    # Compose's service name (api) and a site's names; the bound address; "*" for any.
+    settings = Settings.from_env({"TVMREPRO_HOME": str(tmp_path), "TVMREPRO_HOST": "10.1.2.3",
+                                  "TVMREPRO_ALLOWED_HOSTS": "api, .repro.example.org,"})
+    hosts = AllowedHosts.of(settings)
+    assert [hosts.allows(h) for h in ("api:8000", "10.1.2.3:8000", "x.repro.example.org",
+                                      "repro.example.org.evil", "apix", "attacker.example")] == [
+        True, True, True, False, False, False]
+    deployed = create_app(settings)
+    try:
+        http = deployed.test_client()
+        assert http.get("/healthz", headers={"Host": "api:8000"}).status_code == 200
+        assert http.get("/healthz", headers={"Host": "attacker.example"}).status_code == 400
+    finally:
+        deployed.extensions["tvmrepro"].store.dispose()
+    wildcard = AllowedHosts.of(settings.model_copy(update={"host": "0.0.0.0"}))
+    assert wildcard.allows(socket.gethostname()) and not wildcard.allows("0.0.0.0")
+    anything = AllowedHosts.of(settings.model_copy(update={"allowed_hosts": "*"}))
+    assert anything.allows("attacker.example")
