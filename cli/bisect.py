@@ -22,7 +22,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from cli.output import _STATUS_STYLE, SERVER_HELP, error_console, print_json, reports_errors
+from cli.output import (
+    _STATUS_STYLE,
+    SERVER_HELP,
+    error_console,
+    plain,
+    print_json,
+    reports_errors,
+    shown,
+)
 from tvmrepro.bisection import Observation, Options, evaluate, initial_probes, make_options
 from tvmrepro.cases import Case, load_case_file
 from tvmrepro.environments import Environment, default_catalog
@@ -126,20 +134,21 @@ def follow_bisect(client: ApiClient, job: JobView, tick: Tick) -> dict[str, Any]
 
 def bisect_view(found: dict[str, Any], title: str) -> Table:
     """The probes as a table, the transitions and the verdict as its caption."""
-    table = Table(title=title)
+    table = Table(title=shown(title))
     for column in ("environment", "verdict", "status", "stage", "signature"):
         table.add_column(column, overflow="fold")
     for probe in found["probes"]:
         style = _VERDICT_STYLE.get(probe["verdict"], "")
         status_style = _STATUS_STYLE.get(probe["status"] or "", "")
-        table.add_row(probe["environment"], f"[{style}]{probe['verdict']}[/{style}]",
-                      f"[{status_style}]{probe['status']}[/{status_style}]",
-                      probe["stage"] or "", probe["signature"] or "")
-    lines = [f"{t['before']} ({t['from']}) -> {t['after']} ({t['to']})"
-             + (f", candidates: {', '.join(t['candidates'])}" if t["candidates"] else "")
+        table.add_row(plain(probe["environment"]), plain(probe["verdict"], style),
+                      plain(probe["status"], status_style),
+                      plain(probe["stage"] or ""), plain(probe["signature"] or ""))
+    lines = [shown(f"{t['before']} ({t['from']}) -> {t['after']} ({t['to']})"
+                   + (f", candidates: {', '.join(t['candidates'])}" if t["candidates"] else ""))
              for t in found["transitions"]]
-    lines.append(f"verdict: {found['verdict']} (oracle {found['oracle']}"
-                 + (f", reference {found['reference']}" if found.get("reference") else "") + ")")
+    lines.append(shown(f"verdict: {found['verdict']} (oracle {found['oracle']}"
+                       + (f", reference {found['reference']}" if found.get("reference") else "")
+                       + ")"))
     table.caption = "\n".join(lines)
     return table
 

@@ -261,9 +261,11 @@ def report_command(job_id: str, markdown: bool, server: str | None) -> None:
     from rich.markdown import Markdown
 
     from cli.remote import connect
+    from tvmrepro.escaping import visible
     from tvmrepro.report import render_report
 
-    text = render_report(connect(server).job(job_id))
+    # The report escapes what runs wrote; a terminal also gets no control character from it.
+    text = visible(render_report(connect(server).job(job_id)))
     if markdown:
         click.echo(text)
     else:

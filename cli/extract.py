@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from cli.narrowing import local_runtime, narrow_remotely, narrowing_options, write_case
-from cli.output import EXIT_FAILURE, error_console, print_json, reports_errors
+from cli.output import EXIT_FAILURE, error_console, print_json, reports_errors, shown
 from cli.reduce import show_progress
 from tvmrepro.cases import load_case_file
 from tvmrepro.environments import default_catalog
@@ -44,9 +44,10 @@ def extract_command(script_file: Path, env_id: str, at: str, local: bool, runtim
     else:
         _show(found)
     if not found["reproduces"]:
-        error_console().print(f"[red]the extracted case does not reproduce the script:[/red] it "
-                              f"gives {found['case_run']['status']} at {found['case_run']['stage']}"
-                              f" ({found['case_run']['signature']})", highlight=False)
+        run = found["case_run"]
+        error_console().print("[red]the extracted case does not reproduce the script:[/red] it "
+                              + shown(f"gives {run['status']} at {run['stage']} "
+                                      f"({run['signature']})"), highlight=False)
         raise SystemExit(EXIT_FAILURE)
 
 
@@ -54,10 +55,10 @@ def _show(found: dict[str, Any]) -> None:
     console = error_console()
     case = found["case"]
     passes = [p if isinstance(p, str) else p["name"] for p in case["variants"][0]["passes"]]
-    console.print(f"fails at {found['stage']}: {found['signature']}", highlight=False)
-    console.print(f"case: {len(case['source'].splitlines())} lines of TVMScript, passes "
-                  f"{', '.join(passes) or '(none)'}, target {case['target'] or '(default)'}; "
-                  f"reproduces: {'yes' if found['reproduces'] else 'no'}", highlight=False)
+    console.print(shown(f"fails at {found['stage']}: {found['signature']}"), highlight=False)
+    console.print(shown(f"case: {len(case['source'].splitlines())} lines of TVMScript, passes "
+                        f"{', '.join(passes) or '(none)'}, target {case['target'] or '(default)'};"
+                        f" reproduces: {'yes' if found['reproduces'] else 'no'}"), highlight=False)
     for note in found["notes"]:
-        console.print(f"note: {note}", highlight=False)
+        console.print(shown(f"note: {note}"), highlight=False)
     click.echo(json.dumps(found["case"], indent=2))

@@ -11,6 +11,7 @@ import click
 from cli.output import SERVER_HELP, print_json, reports_errors
 from cli.remote import ApiClient, connect
 from tvmrepro.errors import BadInput
+from tvmrepro.escaping import visible, visible_line
 from tvmrepro.models import JobView
 
 server_option = click.option("--server", default=None, help=SERVER_HELP)
@@ -39,8 +40,8 @@ def jobs_command(limit: int, as_json: bool, server: str | None) -> None:
         print_json(page.model_dump(mode="json"))
         return
     for job in page.jobs:
-        click.echo(f"{job.id}  {job.created_at}  {job.kind:<6} {job.done}/{job.runs} runs  "
-                   f"{job.title}")
+        click.echo(visible_line(f"{job.id}  {job.created_at}  {job.kind:<6} {job.done}/"
+                                f"{job.runs} runs  {job.title}"))
 
 
 @click.command("log")
@@ -52,8 +53,8 @@ def log_command(job_id: str, run: str, server: str | None) -> None:
     """What a run printed (RUN: VARIANT@ENVIRONMENT)."""
     client = connect(server)
     log = client.run_part(job_id, run_id_of(client.job(job_id), run, "RUN"), "log")
-    click.echo(log["stdout"], nl=False)
-    click.echo(log["stderr"], nl=False, err=True)
+    click.echo(visible(log["stdout"]), nl=False)
+    click.echo(visible(log["stderr"]), nl=False, err=True)
 
 
 @click.command("ir")
@@ -70,7 +71,8 @@ def ir_command(job_id: str, run: str, step: int | None, server: str | None) -> N
         raise BadInput("--step", f"the run has steps 1 to {len(passes)}, not {step}")
     for index, record in enumerate(passes, start=1):
         if step in (None, index):
-            click.echo(f"# after step {index}: {record['name']}\n{record['ir']}")
+            click.echo(f"# after step {index}: {visible_line(record['name'])}\n"
+                       f"{visible(record['ir'])}")
 
 
 @click.command("compare")
@@ -88,8 +90,9 @@ def compare_command(job_id: str, a: str, b: str, server: str | None) -> None:
     if found.identical or step is None:
         click.echo(f"{a} and {b}: the IR is the same after every pass")
         return
-    click.echo(f"{a} and {b} first differ after step {step.index + 1} ({step.a} / {step.b})")
-    click.echo(found.diff)
+    click.echo(f"{a} and {b} first differ after step {step.index + 1} "
+               f"({visible_line(step.a)} / {visible_line(step.b)})")
+    click.echo(visible(found.diff))
 
 
 @click.command("cancel")

@@ -10,9 +10,12 @@ from functools import wraps
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from tvmrepro.errors import BadInput, ReproError
+from tvmrepro.escaping import visible, visible_line
 
 # The --server option of every command that talks to the service (cli.remote.find_service).
 SERVER_HELP = ("Service URL (default $TVMREPRO_SERVER, else the `tvmrepro up` on this "
@@ -25,6 +28,17 @@ _STATUS_STYLE = {"ok": "green", "error": "red", "crash": "bold red", "timeout": 
                  "oom": "yellow", "incompatible": "blue", "infra_error": "magenta"}
 
 
+def shown(text: Any) -> str:
+    """Text a run or a case wrote, for a rich markup string: one line, control characters
+    shown as escapes (`\\x1b`), brackets escaped so that it is no markup."""
+    return escape(visible_line(text))
+
+
+def plain(text: Any, style: str = "") -> Text:
+    """The same as a rich Text (a table cell, a line): one line, no markup, no controls."""
+    return Text(visible_line(text), style=style)
+
+
 def print_json(data: Any) -> None:
     """JSON on stdout, nothing else."""
     sys.stdout.write(json.dumps(data, indent=2) + "\n")
@@ -32,15 +46,15 @@ def print_json(data: Any) -> None:
 
 def runs_table(runs: list[dict[str, Any]], title: str | None = None) -> Table:
     """One row per run: variant, environment, status, stage, signature."""
-    table = Table(title=title, show_lines=False)
+    table = Table(title=title and shown(title), show_lines=False)
     for column in ("variant", "environment", "status", "stage", "signature"):
         table.add_column(column, overflow="fold")
     for run in runs:
         status = run.get("status") or "?"
         style = _STATUS_STYLE.get(status, "")
-        table.add_row(run.get("variant", ""), run.get("environment", ""),
-                      f"[{style}]{status}[/{style}]" if style else status,
-                      run.get("stage") or "", run.get("signature") or "")
+        table.add_row(plain(run.get("variant", "")), plain(run.get("environment", "")),
+                      plain(status, style), plain(run.get("stage") or ""),
+                      plain(run.get("signature") or ""))
     return table
 
 
@@ -62,10 +76,10 @@ def reports_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return command(*args, **kwargs)
         except BadInput as exc:
-            error_console().print(f"[red]error:[/red] {exc}", highlight=False)
+            error_console().print(f"[red]error:[/red] {escape(visible(str(exc)))}", highlight=False)
             sys.exit(EXIT_BAD_INPUT)
         except ReproError as exc:
-            error_console().print(f"[red]error:[/red] {exc}", highlight=False)
+            error_console().print(f"[red]error:[/red] {escape(visible(str(exc)))}", highlight=False)
             sys.exit(EXIT_FAILURE)
 
     return wrapper

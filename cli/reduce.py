@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.markup import escape
 
 from cli.narrowing import local_runtime, narrow_remotely, narrowing_options, write_case
-from cli.output import error_console, print_json, reports_errors
+from cli.output import error_console, print_json, reports_errors, shown
 from tvmrepro.cases import load_case_file
 from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
+from tvmrepro.escaping import visible
 from tvmrepro.fanout import select_variants
 from tvmrepro.narrowing import DEFAULT_BUDGET_S, DEFAULT_ORACLE, MAX_BUDGET_S, MIN_BUDGET_S
 
@@ -22,7 +22,7 @@ def show_progress(event: dict[str, Any]) -> None:
     style = "dim" if event.get("kind") == "try" else "bold"
     sizes = ", ".join(f"{name} {event[name]}" for name in ("passes", "lines", "runs")
                       if event.get(name) is not None)
-    error_console().print(f"[{style}]{escape('[' + event['phase'] + ']')} {escape(event['what'])}"
+    error_console().print(f"[{style}]{shown('[' + str(event['phase']) + ']')} {shown(event['what'])}"
                           f"[/{style}]" + (f"  ({sizes})" if sizes else ""), highlight=False)
 
 
@@ -69,4 +69,4 @@ def reduce_command(case_file: Path, env_id: str, variant_name: str | None, oracl
                           f"{before['lines']} -> {after['lines']} in {found['steps']} steps "
                           f"({found['runs']} runs, {found['seconds']} s"
                           f"{'' if found['finished'] else ', budget spent'})", highlight=False)
-    click.echo(found["case"]["source"], nl=False)
+    click.echo(visible(found["case"]["source"]), nl=False)

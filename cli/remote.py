@@ -13,12 +13,12 @@ from pydantic import BaseModel, ValidationError
 from rich.console import Console, Group
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from rich.text import Text
 
-from cli.output import _STATUS_STYLE, error_console, print_json
+from cli.output import _STATUS_STYLE, error_console, plain, print_json, shown
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput, ReproError
+from tvmrepro.escaping import visible_line
 from tvmrepro.lifecycle import JobStatus, RunState
 from tvmrepro.models import (
     Cancelled,
@@ -207,8 +207,9 @@ def _describe(run: RunView) -> str:
     result = run.result or {}
     if run.state != RunState.DONE:
         return str(run.state.value)
-    text = result.get("status", "?") + (f" at {result['stage']}" if result.get("stage") else "")
-    return text + (" (cached)" if run.cached else "")
+    text = str(result.get("status", "?")) + (f" at {result['stage']}" if result.get("stage")
+                                              else "")
+    return shown(text + (" (cached)" if run.cached else ""))
 
 
 def follow(client: ApiClient, job: JobView, console: Console) -> JobView:
@@ -217,7 +218,7 @@ def follow(client: ApiClient, job: JobView, console: Console) -> JobView:
                TextColumn("{task.fields[state]}"), TimeElapsedColumn())
     with Progress(*columns, console=console) as progress:
         tasks: dict[str, TaskID] = {
-            run.id: progress.add_task(f"{run.variant} @ {run.environment}", total=1,
+            run.id: progress.add_task(shown(f"{run.variant} @ {run.environment}"), total=1,
                                       state=_describe(run))
             for run in job.runs}
         while True:
@@ -262,36 +263,39 @@ def finish_run(client: ApiClient, job: JobView, as_json: bool) -> None:
 def matrix_view(job: JobView) -> Group:
     """The matrix (variants x environments), signature groups and where variants part."""
     matrix = job.matrix
-    table = Table(title=job.title or f"job {job.id}")
+    table = Table(title=shown(job.title or f"job {job.id}"))
     table.add_column("variant")
     for env_id in matrix.environments:
-        table.add_column(env_id, overflow="fold")
+        table.add_column(plain(env_id), overflow="fold")
     for variant, row in zip(matrix.variants, matrix.cells, strict=True):
         cells = []
         for cell in row:
-            text = Text(cell.status or cell.state.value, style=_STATUS_STYLE.get(cell.status or "", ""))
-            text.append(f"\n{cell.stage}" if cell.stage else "")
+            text = plain(cell.status or cell.state.value, _STATUS_STYLE.get(cell.status or "", ""))
+            text.append("\n" + visible_line(cell.stage) if cell.stage else "")
             text.append(" (cached)" if cell.cached else "", style="dim")
             if cell.outputs == "differs" and cell.output_error is not None:
                 error = cell.output_error
                 size = f" {error.max_abs_error:.3g}" if error.max_abs_error is not None else ""
-                text.append(f"\noutputs differ ({error.reason}{size}) from "
-                            f"{error.against.variant}@{error.against.environment}", style="red")
+                text.append("\n" + visible_line(
+                    f"outputs differ ({error.reason}{size}) from "
+                    f"{error.against.variant}@{error.against.environment}"), style="red")
             cells.append(text)
-        table.add_row(variant, *cells)
+        table.add_row(plain(variant), *cells)
     parts: list[Any] = [table]
     for number, group in enumerate(matrix.groups, 1):
         where = ", ".join(f"{c.variant}@{c.environment}" for c in group.cells)
-        parts.append(Text(f"signature {number} ({group.status}, {len(group.cells)} "
-                          f"cells: {where}):\n  {group.signature}"))
+        parts.append(plain(f"signature {number} ({group.status}, {len(group.cells)} "
+                           f"cells: {where}):"))
+        parts.append(plain(f"  {group.signature}"))
     for comp in matrix.comparisons:
         step = comp.first_differing_pass
         said = ("identical IR after every pass" if comp.identical or step is None else
                 f"IR first differs after step {step.index + 1} ({step.a} / {step.b})")
-        parts.append(Text(f"{comp.a.variant} vs {comp.b.variant} on {comp.a.environment}: {said}"))
+        parts.append(plain(f"{comp.a.variant} vs {comp.b.variant} on {comp.a.environment}: "
+                           f"{said}"))
     for trace in job.symbols:
-        parts.append(Text(f"{trace.symbol} in {trace.variant}@{trace.environment}: "
-                          f"{trace.summary()}"))
+        parts.append(plain(f"{trace.symbol} in {trace.variant}@{trace.environment}: "
+                           f"{trace.summary()}"))
     return Group(*parts)
 
 

@@ -8,6 +8,7 @@ import shlex
 from typing import Any
 
 from tvmrepro.environments import Catalog, default_catalog
+from tvmrepro.escaping import code_block, code_span, table_cell
 
 CASE_FILE = "case.json"
 MAX_SIGNATURE_CHARS = 160
@@ -21,9 +22,11 @@ _SAID = {
 
 
 def _cell(text: str | None) -> str:
-    """Table cell text: pipes escaped, one line, capped."""
-    text = (text or "").replace("|", "\\|").replace("\n", " ")
-    return text[:MAX_SIGNATURE_CHARS] + ("…" if len(text) > MAX_SIGNATURE_CHARS else "")
+    """Table cell text: one line in code, capped."""
+    text = text or ""
+    if not text:
+        return ""
+    return table_cell(text[:MAX_SIGNATURE_CHARS]) + ("…" if len(text) > MAX_SIGNATURE_CHARS else "")
 
 
 def reproduce_command(bisect: dict[str, Any]) -> str:
@@ -43,10 +46,9 @@ def _probes(bisect: dict[str, Any]) -> list[str]:
              "| --- | --- | --- | --- | --- |"]
     for probe in bisect["probes"]:
         statuses = probe.get("statuses") or [probe["status"]]
-        lines.append(f"| `{probe['environment']}` | **{probe['verdict']}** | "
-                     f"{', '.join(f'`{s}`' for s in statuses)} | "
-                     f"{'`' + probe['stage'] + '`' if probe['stage'] else ''} | "
-                     f"{_cell(probe['signature'])} |")
+        lines.append(f"| {table_cell(probe['environment'])} | **{table_cell(probe['verdict'])}** | "
+                     f"{', '.join(table_cell(s) for s in statuses)} | "
+                     f"{_cell(probe['stage'])} | {_cell(probe['signature'])} |")
     return lines
 
 
@@ -55,11 +57,11 @@ def _transitions(bisect: dict[str, Any]) -> list[str]:
         return ["No transition: every decided probe gave the same verdict.", ""]
     lines = []
     for change in bisect["transitions"]:
-        line = (f"- `{change['before']}` ({change['from']}) → `{change['after']}` "
-                f"({change['to']})")
+        line = (f"- {code_span(change['before'])} ({code_span(change['from'])}) → "
+                f"{code_span(change['after'])} ({code_span(change['to'])})")
         if change["candidates"]:
             line += ("; the change may lie in any of the candidates "
-                     + ", ".join(f"`{c}`" for c in change["candidates"]))
+                     + ", ".join(code_span(c) for c in change["candidates"]))
         lines.append(line)
     return lines + [""]
 
@@ -75,9 +77,9 @@ def _fingerprints(job: dict[str, Any], bisect: dict[str, Any], catalog: Catalog)
         pins = catalog.get(env_id).packages if env_id in known else {}
         facts = seen[env_id]
         flags = sorted(k for k, v in (facts.get("libinfo") or {}).items() if v == "ON")
-        lines.append(f"| `{env_id}` | {facts.get('version', '?')} | "
+        lines.append(f"| {table_cell(env_id)} | {table_cell(facts.get('version', '?'))} | "
                      f"{pins.get('apache-tvm-ffi', '?')} | {pins.get('numpy', '?')} | "
-                     f"{', '.join(flags)} |")
+                     f"{', '.join(table_cell(f) for f in flags)} |")
     return lines
 
 
@@ -88,19 +90,23 @@ def render_bisect(job: dict[str, Any], catalog: Catalog | None = None) -> list[s
         return []
     catalog = catalog or default_catalog()
     envs = bisect["environments"]
-    said = _SAID[bisect["verdict"]].format(last=bisect.get("last_before_change"),
-                                           first=bisect.get("first_changed"))
-    reference = (f", reference `{bisect['reference']}`" if bisect.get("reference") else "")
+    said = _SAID.get(bisect["verdict"], "{first}").format(
+        last=code_span(bisect.get("last_before_change")),
+        first=code_span(bisect.get("first_changed")))
+    reference = (f", reference {code_span(bisect['reference'])}" if bisect.get("reference")
+                 else "")
     lines = ["#### Bisection", "",
-             f"Variant `{bisect['variant']}`, oracle `{bisect['oracle']}`{reference}, over "
-             f"{len(envs)} environments from `{envs[0]}` to `{envs[-1]}` (strategy "
-             f"`{bisect['strategy']}`, {bisect['repeat']} run(s) per probe, "
-             f"{bisect['progress']['done']} of {bisect['progress']['total']} probes done).", "",
-             f"Verdict: **{bisect['verdict']}**: {said}.", ""]
+             f"Variant {code_span(bisect['variant'])}, oracle {code_span(bisect['oracle'])}"
+             f"{reference}, over {len(envs)} environments from {code_span(envs[0])} to "
+             f"{code_span(envs[-1])} (strategy {code_span(bisect['strategy'])}, "
+             f"{int(bisect['repeat'])} run(s) per probe, {int(bisect['progress']['done'])} of "
+             f"{int(bisect['progress']['total'])} probes done).", "",
+             f"Verdict: **{code_span(bisect['verdict'])}**: {said}.", ""]
     lines += _probes(bisect) + ["", "Transitions:", ""] + _transitions(bisect)
     lines += ["Environments as they ran:", ""] + _fingerprints(job, bisect, catalog) + [""]
-    lines += ["To reproduce, save the case below as `case.json` and run:", "", "```sh",
-              reproduce_command(bisect), "```", "",
-              f"<details><summary>{CASE_FILE}</summary>", "", "```json",
-              json.dumps(job.get("case") or {}, indent=2), "```", "", "</details>", ""]
+    lines += ["To reproduce, save the case below as `case.json` and run:", "",
+              *code_block(reproduce_command(bisect), "sh"), "",
+              f"<details><summary>{CASE_FILE}</summary>", "",
+              *code_block(json.dumps(job.get("case") or {}, indent=2), "json"), "", "</details>",
+              ""]
     return lines

@@ -14,8 +14,10 @@ from typing import Any
 
 from tvmrepro.bisect_report import render_bisect
 from tvmrepro.environments import Catalog, default_catalog
+from tvmrepro.escaping import code_block, code_span, table_cell
 from tvmrepro.models import Cell, Comparison, JobView, Matrix
 from tvmrepro.reduce_report import render_extract, render_reduce
+from tvmrepro.reproducer import known_rewrites, reproducer
 
 PINNED = ("apache-tvm", "apache-tvm-ffi", "numpy")
 MAX_MESSAGE_CHARS = 2000
@@ -23,7 +25,7 @@ FAILING = ("error", "crash", "timeout", "oom")
 
 
 def _release(env_id: str, catalog: Catalog) -> str:
-    return catalog.get(env_id).release if env_id in catalog.ids else env_id
+    return catalog.get(env_id).release if env_id in catalog.ids else code_span(env_id)
 
 
 def _span(env_ids: list[str], catalog: Catalog) -> str:
@@ -37,20 +39,21 @@ def _variant_verdict(variant: str, row: list[Cell], catalog: Catalog) -> str:
     passing = [c.environment for c in row if c.status == "ok"]
     differs = [c.environment for c in row if c.outputs == "differs"]
     done = [c for c in row if c.status is not None]
+    name = code_span(variant)
     if not done:
-        return f"`{variant}`: no result yet"
+        return f"{name}: no result yet"
     if failing and len(failing) == len(done):
         kinds = sorted({c.status or "" for c in row if c.status in FAILING})
-        text = (f"`{variant}` fails ({', '.join(kinds)}) on every tested release "
+        text = (f"{name} fails ({', '.join(kinds)}) on every tested release "
                 f"({_span(failing, catalog)}, {len(failing)} release(s))")
     elif failing:
-        text = (f"`{variant}` fails on {', '.join(_release(e, catalog) for e in failing)} and "
+        text = (f"{name} fails on {', '.join(_release(e, catalog) for e in failing)} and "
                 f"passes on {', '.join(_release(e, catalog) for e in passing) or 'none'}")
     elif passing and len(passing) == len(done):
-        text = f"`{variant}` passes on every tested release ({_span(passing, catalog)})"
+        text = f"{name} passes on every tested release ({_span(passing, catalog)})"
     else:
-        text = f"`{variant}`: " + ", ".join(f"{c.status} on {_release(c.environment, catalog)}"
-                                             for c in done)
+        text = f"{name}: " + ", ".join(f"{code_span(c.status)} on "
+                                       f"{_release(c.environment, catalog)}" for c in done)
     if differs:
         text += f"; its outputs differ on {', '.join(_release(e, catalog) for e in differs)}"
     return text
@@ -66,27 +69,27 @@ def conclusion(job: JobView, catalog: Catalog) -> str:
         parts.append(f"it changed in {_release(bisect.first_changed, catalog)} "
                      f"(last before: {_release(bisect.last_before_change or '', catalog)})")
     elif bisect is not None and bisect.finished:
-        parts.append(f"bisection: {bisect.verdict.replace('_', '-')}")
+        parts.append(f"bisection: {code_span(bisect.verdict.replace('_', '-'))}")
     return "**" + "; ".join(parts) + ".**"
 
 
 def _cell_text(cell: Cell) -> str:
     if cell.status is None:
         return str(cell.state.value)
-    text = f"`{cell.status}`" + (f" at `{cell.stage}`" if cell.stage else "")
+    text = table_cell(cell.status) + (f" at {table_cell(cell.stage)}" if cell.stage else "")
     if cell.outputs == "differs" and cell.output_error is not None:
         error = cell.output_error
         size = f" max abs {error.max_abs_error:.3g}" if error.max_abs_error is not None else ""
-        text += f", outputs differ ({error.reason}{size})"
+        text += f", outputs differ ({table_cell(error.reason)}{size})"
     return text
 
 
 def _matrix_table(matrix: Matrix) -> list[str]:
     envs = matrix.environments
-    lines = ["| variant | " + " | ".join(f"`{e}`" for e in envs) + " |",
+    lines = ["| variant | " + " | ".join(table_cell(e) for e in envs) + " |",
              "| --- |" + " --- |" * len(envs)]
     for variant, row in zip(matrix.variants, matrix.cells, strict=True):
-        lines.append(f"| `{variant}` | " + " | ".join(_cell_text(c) for c in row) + " |")
+        lines.append(f"| {table_cell(variant)} | " + " | ".join(_cell_text(c) for c in row) + " |")
     return lines
 
 
@@ -100,11 +103,12 @@ def _errors(job: JobView) -> list[str]:
     for group in job.matrix.groups:
         cells = group.cells
         first = results[(cells[0].variant, cells[0].environment)]
-        where = ", ".join(f"`{c.variant}` on `{c.environment}`" for c in cells)
-        stage = f" at `{first['stage']}`" if first.get("stage") else ""
+        where = ", ".join(f"{code_span(c.variant)} on {code_span(c.environment)}"
+                          for c in cells)
+        stage = f" at {code_span(first['stage'])}" if first.get("stage") else ""
         text = f"{first.get('error_type') or ''}: {first.get('message') or ''}".strip(": ")
-        lines += [f"**{group.status}{stage}** in {len(cells)} cell(s): {where}", "",
-                  "```", text[:MAX_MESSAGE_CHARS], "```", ""]
+        lines += [f"**{code_span(group.status)}{stage}** in {len(cells)} cell(s): {where}", "",
+                  *code_block(text[:MAX_MESSAGE_CHARS]), ""]
     return lines
 
 
@@ -114,32 +118,45 @@ def _pip_line(env_id: str, catalog: Catalog) -> str:
     return "pip install " + " ".join(catalog.get(env_id).requirements())
 
 
+def _script(job: JobView, run_view: Any, catalog: Catalog) -> str:
+    """The standalone script of a run, made here from the case (never the run's own text)."""
+    env_id = run_view.environment
+    known = env_id in catalog.ids
+    return reproducer(job.case, run_view.variant,
+                      catalog.get(env_id).release if known else env_id,
+                      catalog.get(env_id).target if known else "llvm",
+                      (run_view.result or {}).get("rewrites"))
+
+
 def _reproducers(job: JobView, catalog: Catalog) -> list[str]:
     """Per failing variant: its pins and the standalone script, once where scripts agree."""
     lines: list[str] = []
-    for run_view in job.runs:
-        result = run_view.result or {}
-        if result.get("status") not in FAILING or not result.get("reproducer"):
-            continue
-        body = result["reproducer"].split("\n", 1)[-1]  # the first line names the release
-        if any(body in line for line in lines):
+    failing = [r for r in job.runs if (r.result or {}).get("status") in FAILING]
+    scripts = {r.id: _script(job, r, catalog) for r in failing}
+    shown: set[tuple[str, str]] = set()
+    for run_view in failing:
+        body = scripts[run_view.id].split("\n", 1)[-1]  # the first line names the release
+        if (run_view.variant, body) in shown:
             continue  # the same script already shown for another environment
-        same = [r.environment for r in job.runs if r.variant == run_view.variant
-                and (r.result or {}).get("status") in FAILING
-                and (r.result or {}).get("reproducer", "").split("\n", 1)[-1] == body]
-        lines += [f"`{run_view.variant}` on {', '.join(f'`{e}`' for e in same)}"
-                  f" (rewrites: {', '.join(result.get('rewrites') or []) or 'none'}):", "",
-                  "```sh", *(_pip_line(e, catalog) for e in same), "```", "",
-                  "<details><summary>repro.py (runs as written, no tvm-repro needed)</summary>",
-                  "", "```python", result["reproducer"].rstrip("\n"), "```", "", "</details>", ""]
+        shown.add((run_view.variant, body))
+        same = [r.environment for r in failing if r.variant == run_view.variant
+                and scripts[r.id].split("\n", 1)[-1] == body]
+        rewrites = known_rewrites((run_view.result or {}).get("rewrites"))
+        lines += [f"{code_span(run_view.variant)} on "
+                  f"{', '.join(code_span(e) for e in same)} (rewrites: "
+                  f"{', '.join(code_span(r) for r in rewrites) or 'none'}):", "",
+                  *code_block("\n".join(_pip_line(e, catalog) for e in same), "sh"), "",
+                  "<details><summary>repro.py (the case as a plain script for this release, "
+                  "no tvm-repro needed)</summary>",
+                  "", *code_block(scripts[run_view.id], "python"), "", "</details>", ""]
     return lines
 
 
 def _step(comp: Comparison) -> str:
     step = comp.first_differing_pass
     assert step is not None
-    return (f"after step {step.index + 1}: `{step.a}` in `{comp.a.variant}`, "
-            f"`{step.b}` in `{comp.b.variant}`")
+    return (f"after step {step.index + 1}: {code_span(step.a)} in {code_span(comp.a.variant)}, "
+            f"{code_span(step.b)} in {code_span(comp.b.variant)}")
 
 
 def _same_part(comp: Comparison) -> tuple[str, str, str]:
@@ -162,14 +179,14 @@ def _comparisons(matrix: Matrix) -> list[str]:
     lines = []
     for comp in shown:
         envs = seen[_same_part(comp)]
-        head = (f"`{comp.a.variant}` and `{comp.b.variant}` on "
-                f"{', '.join(f'`{e}`' for e in envs)}")
+        head = (f"{code_span(comp.a.variant)} and {code_span(comp.b.variant)} on "
+                f"{', '.join(code_span(e) for e in envs)}")
         if comp.identical or comp.first_differing_pass is None:
             lines += [f"{head}: the IR is the same after every pass.", ""]
             continue
         lines += [f"{head} first differ {_step(comp)}.", "",
                   "<details><summary>diff of the IR after that step</summary>", "",
-                  "```diff", comp.diff.rstrip("\n"), "```", "", "</details>", ""]
+                  *code_block(comp.diff, "diff"), "", "</details>", ""]
     return lines
 
 
@@ -177,12 +194,13 @@ def _symbols(job: JobView) -> list[str]:
     """The symbol trace, one line per variant where every environment tells the same story."""
     lines: list[str] = []
     for symbol in dict.fromkeys(t.symbol for t in job.symbols):
-        lines += [f"`{symbol}`:", ""]
+        lines += [f"{code_span(symbol)}:", ""]
         stories: dict[tuple[str, str], list[str]] = {}
         for trace in (t for t in job.symbols if t.symbol == symbol):
             stories.setdefault((trace.variant, trace.summary()), []).append(trace.environment)
         for (variant, story), envs in stories.items():
-            lines.append(f"- `{variant}` ({', '.join(f'`{e}`' for e in envs)}): {story}")
+            lines.append(f"- {code_span(variant)} ({', '.join(code_span(e) for e in envs)}): "
+                         f"{code_span(story)}")
         lines.append("")
     return lines
 
@@ -191,7 +209,8 @@ def _environments(job: JobView, catalog: Catalog) -> list[str]:
     lines = ["| environment | " + " | ".join(PINNED) + " |", "| --- |" + " --- |" * len(PINNED)]
     for env_id in job.environments:
         pins = catalog.get(env_id).packages if env_id in catalog.ids else {}
-        lines.append(f"| `{env_id}` | " + " | ".join(pins.get(p, "?") for p in PINNED) + " |")
+        lines.append(f"| {table_cell(env_id)} | "
+                     + " | ".join(pins.get(p, "?") for p in PINNED) + " |")
     return lines
 
 
@@ -199,8 +218,8 @@ def _case(case: dict[str, Any]) -> list[str]:
     """The case: its Python as a code block, the rest as JSON."""
     code = case.get("source") or case.get("script") or ""
     rest = {k: v for k, v in case.items() if k not in ("source", "script")}
-    return ["<details><summary>The case</summary>", "", "```python", code.rstrip("\n"), "```",
-            "", "```json", json.dumps(rest, indent=2), "```", "", "</details>", ""]
+    return ["<details><summary>The case</summary>", "", *code_block(code, "python"),
+            "", *code_block(json.dumps(rest, indent=2), "json"), "", "</details>", ""]
 
 
 def render_report(job: JobView, catalog: Catalog | None = None) -> str:
@@ -209,8 +228,9 @@ def render_report(job: JobView, catalog: Catalog | None = None) -> str:
     failed = any(c.status in FAILING or c.outputs == "differs"
                  for row in job.matrix.cells for c in row)
     how = "Reproduced with tvm-repro" if failed else "Run with tvm-repro (nothing failed)"
-    lines = [conclusion(job, catalog), "", f"### {job.title or f'tvm-repro job {job.id}'}", "",
-             f"{how}: job `{job.id}` (status `{job.status.value}`) on "
+    title = code_span(job.title) if job.title else f"tvm-repro job {code_span(job.id)}"
+    lines = [conclusion(job, catalog), "", f"### {title}", "",
+             f"{how}: job {code_span(job.id)} (status `{job.status.value}`) on "
              f"{len(job.environments)} pinned TVM environment(s).", ""]
     # The bisect section is shared with local bisections, which have no job: it reads JSON.
     lines += (_matrix_table(job.matrix) + [""]

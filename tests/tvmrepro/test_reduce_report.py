@@ -23,8 +23,8 @@ def test_a_job_without_a_reduction_has_no_section() -> None:
 
 def test_the_section_shows_before_after_the_module_and_the_command() -> None:
     text = "\n".join(render_reduce(JOB))
-    assert "| before | 3: FuseTIR, LambdaLift, Other | 146 |" in text
-    assert "| after | 1: LambdaLift | 5 |" in text
+    assert "| before | 3: `FuseTIR`, `LambdaLift`, `Other` | 146 |" in text
+    assert "| after | 1: `LambdaLift` | 5 |" in text
     assert "```python\n" + SOURCE.rstrip() + "\n```" in text
     assert "InternalError at X (f_gv)" in text
     assert "stopped by its time budget" in text
@@ -35,10 +35,10 @@ def test_the_section_shows_before_after_the_module_and_the_command() -> None:
 
 def test_a_reduction_still_running_or_without_a_case_says_so() -> None:
     running = {"state": "running", "progress": {"phase": "functions", "what": "drop function f"}}
-    assert "Still running: functions, drop function f." in "\n".join(
+    assert "Still running: `functions`, `drop function f`." in "\n".join(
         render_reduce({"case": {}, "reduce": running}))
     failed = {"state": "failed", "error": "nothing to reduce"}
-    assert "No case: nothing to reduce" in "\n".join(render_reduce({"case": {}, "reduce": failed}))
+    assert "No case: `nothing to reduce`" in "\n".join(render_reduce({"case": {}, "reduce": failed}))
 
 
 def test_the_extract_section_shows_the_case_whether_it_reproduces_and_the_command() -> None:
@@ -48,6 +48,6 @@ def test_the_extract_section_shows_the_case_whether_it_reproduces_and_the_comman
     text = "\n".join(render_extract({"extract": found}))
     assert "#### Extracted" in text and "fails at `build`" in text
     assert "does **not** reproduce the script: it gives `ok` at `vm_init`" in text
-    assert "- a note\n" in text and "```python\n" + SOURCE.rstrip() + "\n```" in text
+    assert "- `a note`\n" in text and "```python\n" + SOURCE.rstrip() + "\n```" in text
     assert "tvmrepro run extracted.json --local --env tvm-0.27.0.post1-cpu" in text
     assert render_extract({"case": {}}) == []
