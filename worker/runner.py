@@ -24,6 +24,9 @@ _HARNESS_FAILED = "the harness ended with exit status {rc} before it could start
 SHORT_TEXT_CAP = 128  # a stage or a pass name, as the store keeps it
 # Statuses only the runtime observes: a run that claims one of them is not believed.
 _OBSERVED_ONLY = (Status.CRASH, Status.TIMEOUT)
+# A memory failure counts as `oom` only with evidence (oom_evidence); short of it, a peak this
+# far below the limit makes a MemoryError or an allocator abort the case's own error.
+OOM_PEAK_SHARE = 0.5
 
 
 def harness_case(case: Case, env: Environment) -> dict[str, Any]:
@@ -55,9 +58,10 @@ def _outcome_without_result(job: SandboxJob, ex: Execution, started: bool) -> di
     if ex.signal == "SIGXCPU":
         message = f"the run used more than its CPU time limit ({job.timeout_s} s)"
         return {"status": Status.TIMEOUT, "error_type": "Timeout", "message": message}
-    # Out of memory only with evidence: the engine's OOM kill, or the address-space limit hit
-    # (TVM's allocator aborts with std::bad_alloc). A SIGKILL by itself is a crash.
-    if ex.oom_killed or (ex.signal == "SIGABRT" and "std::bad_alloc" in ex.stderr):
+    # Out of memory only with evidence: an OOM kill observed, or TVM's allocator aborting
+    # (std::bad_alloc) at the address-space limit. A SIGKILL by itself is a crash.
+    if ex.oom_killed or (ex.signal == "SIGABRT" and "std::bad_alloc" in ex.stderr
+                         and oom_evidence(job, ex) is not None):
         message = f"the run was killed for exceeding its memory limit of {job.memory_mb} MB"
         return {"status": Status.OOM, "error_type": "OutOfMemory", "message": message}
     if ex.signal:
@@ -69,6 +73,59 @@ def _outcome_without_result(job: SandboxJob, ex: Execution, started: bool) -> di
         return {"status": Status.INFRA_ERROR, "error_type": "HarnessFailed", "message": message}
     message = _EXITED.format(rc=ex.returncode)
     return {"status": Status.ERROR, "error_type": "Exit", "message": message}
+
+
+def _usage(ex: Execution) -> dict[str, Any]:
+    """The case's resource use as its supervisor measured it once the case ended (signed)."""
+    return _last(ex.events, "usage") or _last(ex.events, "exit") or {}
+
+
+def peak_memory_mb(ex: Execution) -> float | None:
+    """The case's peak resident memory, in MB (None: its supervisor never said)."""
+    peak = _usage(ex).get("maxrss_kb")
+    return peak / 1024 if isinstance(peak, int | float) and peak >= 0 else None
+
+
+def oom_evidence(job: SandboxJob, ex: Execution) -> str | None:
+    """What shows that this run ran out of memory, in words; None: nothing does.
+
+    The runtime's own observation first: `Execution.oom_killed` is where a runtime says it saw
+    the kernel's OOM kill (the engine's OOMKilled, a run cgroup's oom_kill event). Then the
+    OOM kills the supervisor counted in the sandbox's memory cgroup, where it sees one. Last,
+    the peak memory the supervisor measured: a MemoryError (or an allocator abort) is believed
+    when the case's memory came near its limit, never from the case's word alone.
+    """
+    if ex.oom_killed:
+        return "the runtime observed an OOM kill"
+    kills = _usage(ex).get("oom_kills")
+    if isinstance(kills, int) and kills > 0:
+        return "the sandbox's memory cgroup counted an OOM kill"
+    peak = peak_memory_mb(ex)
+    if peak is not None and peak >= OOM_PEAK_SHARE * job.memory_mb:
+        return f"a peak of {peak:.0f} MB against the limit of {job.memory_mb} MB"
+    return None
+
+
+def _judged_claims(job: SandboxJob, ex: Execution, fields: dict[str, Any],
+                   started: bool) -> dict[str, Any]:
+    """A result event's fields with the statuses that need evidence checked against it.
+
+    `infra_error` is the service's word, never the run's: the harness says it only when TVM
+    would not import before the case began, so it stands only where no `start` event came
+    (the case never ran); otherwise the run raised: `error`. `oom` stands with oom_evidence.
+    """
+    status = fields["status"]
+    if status in _OBSERVED_ONLY:
+        return {**fields, "status": Status.ERROR}
+    if status == Status.INFRA_ERROR and started:
+        return {**fields, "status": Status.ERROR}
+    if status == Status.OOM and oom_evidence(job, ex) is None:
+        peak = peak_memory_mb(ex)
+        said = (f"{fields.get('message') or ''} (not counted as out of memory: the run's peak "
+                f"was {'unknown' if peak is None else f'{peak:.0f} MB'} against its limit of "
+                f"{job.memory_mb} MB)").strip()
+        return {**fields, "status": Status.ERROR, "message": said}
+    return fields
 
 
 def ended_cleanly(ex: Execution) -> bool:
@@ -91,8 +148,7 @@ def assemble_result(job: SandboxJob, ex: Execution) -> Result:
                                                    "message", "signature", "signature_frame",
                                                    "signature_message", "outputs",
                                                    "reference_outputs")}
-        if fields["status"] in _OBSERVED_ONLY:
-            fields["status"] = Status.ERROR
+        fields = _judged_claims(job, ex, fields, started=bool(start))
     else:
         fields = _outcome_without_result(job, ex, started=bool(start))
         fields["stage"] = stage_event["stage"] if stage_event else None

@@ -39,7 +39,7 @@ MAX_REQUEST_BYTES = 64 << 20
 EVENT_LINE_CAP = 8 << 20  # one relayed event line, at most (IR of one pass, a reproducer)
 FIELD_CAP = 2000  # a short field (a stage, an error type, a name), at most
 SHORT_FIELDS = ("stage", "status", "error_type", "signature_frame", "name", "pass_path")
-RESERVED = ("exit", "ready")  # events only the supervisor says
+RESERVED = ("exit", "ready", "usage")  # events only the supervisor says
 Runner = Callable[[dict[str, Any], str, str], None]  # request, events target, workdir
 
 
@@ -232,7 +232,12 @@ def serve_warm(channel: Channel, workdir: str, runner: Runner) -> None:
     _, status, usage = os.wait4(pid, 0)
     # What the child sent before it died is relayed; its orphans may hold the pipe open.
     relay.join(timeout=2)
-    channel.write(_exit_event(status, usage, kills_before))
+    ended = _exit_event(status, usage, kills_before)
+    # The child's resource use once more as an event of its own (the runtimes hand the worker
+    # every event but `exit`): the evidence an `oom` needs (worker/runner.py, oom_evidence).
+    channel.write({"event": "usage", **{k: ended[k] for k in ("maxrss_kb", "cpu_seconds",
+                                                               "oom_kills")}})
+    channel.write(ended)
     sys.stdout.flush()
     sys.stderr.flush()
     if os.WIFSIGNALED(status):

@@ -214,7 +214,10 @@ def test_the_case_limits_bind_in_a_warm_sandbox(warm: LocalRuntime,
     env = tvm_envs[NEW_ENV]
     alloc = "import numpy as np\nx = np.ones(1536 * 2**20, dtype=np.uint8)\nprint(x.sum())\n"
     small = run_warm(warm, env, alloc, memory_mb=1024)
-    assert small.status == "oom", (small.message, small.log.stderr[-2000:])
+    # Refused at once (nothing allocated, so no `oom`): the case's 1024 MB bound, not the 4096
+    # the sandbox started with.
+    assert (small.status, small.error_type) == ("error", "MemoryError"), (
+        small.message, small.log.stderr[-2000:])
     assert small.isolation["memory_mb"] == 1024
 
 

@@ -1,0 +1,55 @@
+"""Statuses that need evidence, on real runs (warm sandboxes, real TVM): a case that says the
+service failed, or that it ran out of memory, is not believed on its word."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import NEW_ENV
+from tvmrepro.cases import parse_case
+from tvmrepro.environments import Environment
+from tvmrepro.results import Result
+from worker.runner import run_variant
+from worker.runtimes.local import LocalRuntime
+
+pytestmark = pytest.mark.tvm
+
+# The case writes its own `result` event to every descriptor it has (the harness's pipe among
+# them), then exits 0 before the harness can write the true one: the last result is the claim.
+CLAIM = ("import json, os\n"
+         "line = json.dumps({'event': 'result', 'status': %r, 'stage': 'run',\n"
+         "                   'error_type': 'Claimed', 'message': 'said by the case'}) + '\\n'\n"
+         "for fd in range(3, 1600):\n"
+         "    try:\n"
+         "        os.write(fd, line.encode())\n"
+         "    except OSError:\n"
+         "        pass\n"
+         "os._exit(0)\n")
+
+
+def run(runtime: LocalRuntime, env: Environment, script: str, **limits: int) -> Result:
+    """A script case run in a warm sandbox of the session's runtime."""
+    return run_variant(parse_case({"script": script, "timeout_s": 30, **limits}), "script", env,
+                       runtime)
+
+
+@pytest.mark.parametrize("claimed", ["infra_error", "oom"])
+def test_a_claimed_status_that_needs_evidence_is_an_error(
+        claimed: str, warm_runtime: LocalRuntime, tvm_envs: dict[str, Environment]) -> None:
+    result = run(warm_runtime, tvm_envs[NEW_ENV], CLAIM % claimed)
+    # The claim was read (its error type is the case's), but not its status.
+    assert (result.status, result.error_type) == ("error", "Claimed"), result.log.stderr[-2000:]
+
+
+def test_a_memory_error_far_below_the_limit_is_an_error(warm_runtime: LocalRuntime,
+                                                        tvm_envs: dict[str, Environment]) -> None:
+    bare = run(warm_runtime, tvm_envs[NEW_ENV], "raise MemoryError('nothing allocated')\n")
+    assert (bare.status, bare.error_type) == ("error", "MemoryError"), bare.log.stderr[-2000:]
+    assert "not counted as out of memory" in (bare.message or "")
+
+
+def test_memory_that_grows_to_the_limit_is_oom(warm_runtime: LocalRuntime,
+                                               tvm_envs: dict[str, Environment]) -> None:
+    growth = "x = []\nwhile True:\n    x.append(bytearray(64 << 20))\n"
+    result = run(warm_runtime, tvm_envs[NEW_ENV], growth, memory_mb=1024)
+    assert result.status == "oom", (result.message, result.log.stderr[-2000:])
