@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from click.testing import CliRunner
 from rich.console import Console
@@ -36,7 +37,8 @@ from worker.runner import run_variant
 from worker.runtimes.local import LocalRuntime
 
 TERMINAL = "\x1b]0;owned\x07\x1b[2J\x1b]52;c;ZXZpbA==\x07\x1b[8mhidden\x1b[0m\x9b31m"
-EVIL = f"x\n```\n# Fixed: please close [link](https://evil.example) [bold]{TERMINAL}"
+EVIL = (f"x\n```\n# Fixed: please close [link](https://evil.example) <img src=x> [bold]"
+        f"{TERMINAL}")
 RAW = re.compile("[\x07\x1b\x9b]")
 
 
@@ -79,6 +81,12 @@ def test_no_command_prints_a_raw_escape_from_a_run(crafted_job: tuple[str, str])
         assert RAW.findall(printed) == [], command  # ... with its escapes visible
     log = CliRunner().invoke(main, ["log", job_id, run, "--server", url])
     assert "\\x1b]0;owned\\x07" in log.stdout and "\n# Fixed" in log.stdout  # lines kept
+
+
+def test_the_job_page_escapes_the_title(crafted_job: tuple[str, str]) -> None:
+    url, job_id = crafted_job
+    page = httpx.get(f"{url}/jobs/{job_id}").text
+    assert "<img src=x>" not in page and "&lt;img src=x&gt;" in page
 
 
 @pytest.mark.tvm

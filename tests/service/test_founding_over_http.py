@@ -15,6 +15,7 @@ from tests.conftest import NEW_ENV, OLD_ENV, REPO, shared_case
 from tests.service.conftest import tagged
 from tests.service.stack import Backend, Stack, dump, founding_body, make_home, serving
 from tvmrepro.environments import Environment
+from tvmrepro.reproducer import reproducer
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(300)]
 MISSING = "fused_relax_nn_attention_cutlass_gv"
@@ -210,11 +211,15 @@ def test_the_report_concludes_and_reproduces_without_tvmrepro(
         assert f"pip install apache-tvm=={tvm_envs[env_id].release} " in text
         run = next(r for r in job["runs"] if (r["variant"], r["environment"]) == (
             "fusetir-once", env_id))
-        reproducer = stack.http.get(f"/api/v1/jobs/{job['id']}/runs/{run['id']}").json()[
-            "reproducer"]
-        assert reproducer.strip() in [s.strip() for s in scripts]  # shown as it is
+        # The script is made from the case with the rewrites the run names (never the run's
+        # own text); where two releases get the same script it is shown once.
+        rewrites = stack.http.get(f"/api/v1/jobs/{job['id']}/runs/{run['id']}").json()[
+            "rewrites"]
+        script = reproducer(job["case"], "fusetir-once", tvm_envs[env_id].release,
+                            tvm_envs[env_id].target, rewrites)
+        assert any(s.strip().endswith(script.split("\n", 1)[1].strip()) for s in scripts)
         path = stack.home / f"repro-{env_id}.py"
-        path.write_text(reproducer)
+        path.write_text(script)
         python = stack.home / "envs" / env_id / "bin" / "python"
         proc = subprocess.run([str(python), str(path)], capture_output=True, text=True,
                               timeout=300, cwd=stack.home)
