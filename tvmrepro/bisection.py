@@ -10,11 +10,12 @@ what it says.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from enum import Enum
 from itertools import pairwise
 from typing import Any
+
+import regex
 
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
@@ -27,6 +28,21 @@ ALWAYS_SKIP = frozenset({Status.INCOMPATIBLE, Status.INFRA_ERROR})
 STRATEGIES = ("all", "binary")
 DEFAULT_ORACLE = "failure"
 MAX_REGEX_CHARS = 500
+# A regex oracle reads text the run wrote: its match gets this much time (the `regex` package's
+# timeout, checked as it backtracks; measured to overshoot up to about 3x on a busy host), over
+# at most REGEX_TEXT_CAP characters of it. Never run inside a store transaction.
+REGEX_BUDGET_S = 0.2
+REGEX_TEXT_CAP = 4 << 20
+
+
+class OracleTooSlow(BadInput):
+    """A regex oracle did not finish within its budget on a run's text (names the oracle)."""
+
+    def __init__(self, oracle: str) -> None:
+        super().__init__("oracle", f"{oracle} took longer than its budget of {REGEX_BUDGET_S} s "
+                                   "on a run's message and log (a pattern that backtracks "
+                                   "without end, such as (a+)+$ or (a|aa)+$?); use a pattern "
+                                   "that anchors or repeats less")
 
 
 class Verdict(str, Enum):
@@ -91,8 +107,8 @@ def parse_oracle(text: str) -> Oracle:
             raise BadInput("oracle", f"regex:<pattern> needs a pattern of 1 to "
                                      f"{MAX_REGEX_CHARS} characters")
         try:
-            re.compile(argument)
-        except re.error as exc:
+            regex.compile(argument)
+        except (regex.error, ValueError) as exc:
             raise BadInput("oracle", f"regex:{argument} is not a regular expression: "
                                      f"{exc}") from exc
         return Oracle(kind, argument)
@@ -102,8 +118,20 @@ def parse_oracle(text: str) -> Oracle:
 
 # Judging runs ----------------------------------------------------------------
 
+def regex_matches(oracle: Oracle, text: str) -> bool:
+    """Whether a regex oracle's pattern is in `text`, within REGEX_BUDGET_S; OracleTooSlow if
+    the pattern does not finish in time."""
+    try:
+        return regex.search(oracle.argument or "", text[:REGEX_TEXT_CAP],
+                            timeout=REGEX_BUDGET_S) is not None
+    except TimeoutError as exc:
+        raise OracleTooSlow(oracle.text) from exc
+
+
 def judge(oracle: Oracle, result: dict[str, Any], reference: dict[str, Any] | None) -> Verdict:
-    """One run's verdict; `result` may carry its log text under "log_text" (regex)."""
+    """One run's verdict; `result` may carry its log text under "log_text" (regex).
+
+    OracleTooSlow when a regex oracle exceeds its budget on this run's text."""
     status = Status(result["status"])
     if status in ALWAYS_SKIP:
         return Verdict.SKIP
@@ -121,7 +149,7 @@ def judge(oracle: Oracle, result: dict[str, Any], reference: dict[str, Any] | No
         bad = wanted is not None and result.get("signature") == wanted
     elif oracle.kind == "regex":
         text = f"{result.get('message') or ''}\n{result.get('log_text') or ''}"
-        bad = re.search(oracle.argument or "", text) is not None
+        bad = regex_matches(oracle, text)
     else:  # output: a run without outputs (it failed) has outputs that differ too
         if reference is None:
             return Verdict.SKIP
@@ -344,11 +372,28 @@ def evaluate(options: Options, observations: list[Observation]) -> tuple[dict[st
     ref_env, ref_run = pick_reference(oracle, probes, options.reference)
     # A chosen reference judges the others only once its own run is in.
     waiting = oracle.needs_reference and options.reference is not None and ref_run is None
+    too_slow: list[str] = []  # the oracle's error, once it exceeded its budget
+
+    def verdict_of(result: dict[str, Any]) -> Verdict:
+        # A pattern that ran out of time once is not tried again in this evaluation: each
+        # step of a bisection pays for at most one budget, and every run reads `skip`.
+        if too_slow:
+            return Verdict.SKIP
+        try:
+            return judge(oracle, result, ref_run)
+        except OracleTooSlow as exc:
+            too_slow.append(exc.problem)
+            return Verdict.SKIP
+
     for probe in probes.values():
         if probe.done and not waiting:
-            probe.verdict = combine([judge(oracle, run.result or {}, ref_run)
-                                     for run in probe.runs])
-    upcoming = next_probes(envs, probes) if options.strategy == "binary" and not waiting else []
+            probe.verdict = combine([verdict_of(run.result or {}) for run in probe.runs])
+    if too_slow:  # verdicts given before the pattern ran out of time are not kept either
+        for probe in probes.values():
+            if probe.verdict is not None:
+                probe.verdict = Verdict.SKIP
+    upcoming = (next_probes(envs, probes)
+                if options.strategy == "binary" and not waiting and not too_slow else [])
     pending = [p for p in probes.values() if not p.done]
     changes = transitions(envs, probes)
     verdict = outcome(envs, probes, changes)
@@ -366,5 +411,6 @@ def evaluate(options: Options, observations: list[Observation]) -> tuple[dict[st
         "strategy": options.strategy, "repeat": options.repeat,
         "progress": {"done": done, "total": len(probes) + len(upcoming)},
         "finished": not pending and not upcoming and not waiting,
+        "oracle_error": too_slow[0] if too_slow else None,
     }
     return found, upcoming

@@ -183,6 +183,9 @@ class Bisection(BaseModel):
     repeat: int
     progress: BisectProgress
     finished: bool = Field(description="no probe runs or remains to be planned")
+    oracle_error: str | None = Field(
+        default=None, description="why the oracle judged nothing (a regex pattern that ran "
+                                  "past its time budget on a run's text): every probe is skip")
 
 
 class JobView(BaseModel):

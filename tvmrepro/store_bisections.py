@@ -1,5 +1,6 @@
 """The bisections rows of the job store: a bisect job's options, its bisect object, and the
-locked step that adds its next probes."""
+compare-and-set write of a step that adds its next probes (the step itself, which judges runs'
+text, runs before it, outside every transaction)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import sqlalchemy as sa
 
 from tvmrepro import schema as t
+from tvmrepro.lifecycle import RunState
 from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.store_base import StoreBase
 
@@ -25,6 +27,7 @@ class BisectionUpdate(NamedTuple):
 
 # (the job with its runs, the bisections row) -> the update to store
 BisectionStep = Callable[[JobRow, dict[str, Any]], BisectionUpdate]
+ADVANCE_ATTEMPTS = 8  # steps computed again when other runs of the job finished meanwhile
 
 
 class BisectionRows(StoreBase):
@@ -53,19 +56,44 @@ class BisectionRows(StoreBase):
         return dict(row) if row else None
 
     def advance_bisection(self, job_id: str, step: BisectionStep) -> list[RunRow]:
-        """Apply `step` to a bisect job under its row's lock: store the runs it adds (the job's
-        environments follow), its bisect object and `seen`; the added runs (none: no bisection)."""
-        lock = (sa.select(t.bisections).where(t.bisections.c.job_id == job_id)
-                .with_for_update())
-        with self._write() as conn:
-            row = conn.execute(lock).mappings().first()
+        """Apply `step` to a bisect job and store what it adds (the job's environments follow),
+        its bisect object and `seen`; the added runs (none: no bisection, or nothing new).
+
+        The step judges runs (a regex oracle reads their text), so it runs on the job as read,
+        outside every transaction; its update is stored under the bisections row's lock only
+        if the job still has the runs it saw (compare and set), else the step runs again. A job
+        still moving after ADVANCE_ATTEMPTS is left to its next finisher or reader."""
+        for _ in range(ADVANCE_ATTEMPTS):
+            row = self.bisection(job_id)
             job = self.job(job_id) if row is not None else None
             if row is None or job is None:
                 return []
-            update = step(job, dict(row))
+            update = step(job, row)
+            if not update.runs and (update.result, update.seen) == (row["result"], row["seen"]):
+                return []  # nothing new: no write
+            added = self._store_step(job_id, update, len(job.runs), sum(r.done for r in job.runs))
+            if added is not None:
+                return added
+        return []
+
+    def _store_step(self, job_id: str, update: BisectionUpdate, runs: int,
+                    done: int) -> list[RunRow] | None:
+        """Store a step's update if the job still has `runs` runs, `done` of them finished; the
+        added runs, or None when the job moved on."""
+        lock = (sa.select(t.bisections.c.job_id).where(t.bisections.c.job_id == job_id)
+                .with_for_update())
+        counts = sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(sa.case(
+            (t.runs.c.state == RunState.DONE.value, 1), else_=0)), 0)).where(
+            t.runs.c.job_id == job_id)
+        environments = sa.select(t.jobs.c.environments).where(t.jobs.c.id == job_id)
+        with self._write() as conn:
+            if conn.execute(lock).first() is None:
+                return []
+            if tuple(conn.execute(counts).one()) != (runs, done):
+                return None
             if update.runs:
                 conn.execute(t.runs.insert(), [run.columns() for run in update.runs])
-            if update.environments != job.environments:
+            if update.environments != conn.execute(environments).scalar_one_or_none():
                 conn.execute(t.jobs.update().where(t.jobs.c.id == job_id)
                              .values(environments=update.environments))
             conn.execute(t.bisections.update().where(t.bisections.c.job_id == job_id).values(

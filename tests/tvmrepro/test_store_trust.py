@@ -3,14 +3,26 @@ verdict, hold the write lock while an oracle reads run text, or store without bo
 
 from __future__ import annotations
 
+import threading
+import time
+import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
+from tests.conftest import NEW_ENV, OLD_ENV
 from tests.tvmrepro.test_store import CAP, never_gone, new_job, result
+from tvmrepro.bisect_jobs import advance, start, stepper
+from tvmrepro.bisection import OracleTooSlow, Verdict, judge, make_options, parse_oracle
+from tvmrepro.cases import parse_case
+from tvmrepro.environments import default_catalog
 from tvmrepro.results import Result, Status
+from tvmrepro.rows import JobRow
 from tvmrepro.store import Store
+from tvmrepro.store_bisections import BisectionUpdate
 
 
 @pytest.fixture
@@ -55,3 +67,101 @@ def test_a_sigkill_is_not_served_but_a_case_s_own_signal_is(store: Store) -> Non
     assert store.cached_result("killed") is None
     segfault = finished(store, "segv", crash("SIGSEGV"))
     assert store.cached_result("segv") == segfault
+
+
+# Oracles over run text ---------------------------------------------------------------------
+
+LONG_LOG = "a" * 5000 + "!"
+
+
+def bisect_job(store: Store, oracle: str, bypass: bool = True) -> str:
+    """A bisect job over the two founding environments whose runs' stderr is LONG_LOG, every run
+    stored (not yet judged); its id."""
+    case = parse_case({"script": "print('a' * 5000 + '!')\n", "timeout_s": 30})
+    envs = [default_catalog().get(env_id) for env_id in (OLD_ENV, NEW_ENV)]
+    options = make_options(case, envs, oracle=oracle, bypass_cache=bypass)
+    job = JobRow(id=uuid.uuid4().hex, kind="bisect", case=case.model_dump(mode="json"),
+                 environments=options.environments, variants=[options.variant],
+                 created_at=time.time())
+    for run in start(store, job, case, options, default_catalog(), CAP):
+        store.claim(run.id, "h:1", 3, 5.0, never_gone)
+        stored = result(Status.OK).model_copy(update={"environment": run.environment})
+        stored.log.stderr = LONG_LOG
+        assert store.finish(run.id, stored)
+    return job.id
+
+
+@contextmanager
+def write_lock_held(store: Store) -> Iterator[None]:
+    """Another writer holds the store's write lock (SQLite: one writer at a time) meanwhile."""
+    taken, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with store.write() as conn:
+            conn.execute(sa.text("UPDATE admission SET tickets = tickets + 1"))
+            taken.set()
+            release.wait(60)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert taken.wait(10)
+    try:
+        yield
+    finally:
+        release.set()
+        holder.join()
+
+
+# (a+)+$ is the pattern measured to hold SQLite's write lock for 30 s with 30 characters of log;
+# a+!$ an ordinary one, judged within its budget.
+@pytest.mark.parametrize("pattern", ["(a+)+$", "(a|aa)+$", "a+!$"])
+def test_the_oracle_is_judged_without_the_write_lock(store: Store, pattern: str) -> None:
+    job_id = bisect_job(store, f"regex:{pattern}")
+    job, row = store.job(job_id), store.bisection(job_id)
+    assert job is not None and row is not None
+    judged: list[BisectionUpdate] = []
+    # The step judges every run while another writer holds the lock: it needs none.
+    with write_lock_held(store):
+        stepping = threading.Thread(target=lambda: judged.append(
+            stepper(store, default_catalog())(job, row)))
+        stepping.start()
+        stepping.join(30)
+        assert judged, "judging the runs waited for the store's write lock"
+    found = judged[0].result
+    if pattern != "a+!$":  # backtracks without end on LONG_LOG: over its budget, named
+        assert found["oracle_error"] and f"regex:{pattern}" in found["oracle_error"]
+        assert {p["verdict"] for p in found["probes"]} == {"skip"}
+        assert found["verdict"] == "inconclusive"
+    else:
+        assert found["oracle_error"] is None
+        assert {p["verdict"] for p in found["probes"]} == {"bad"}
+    # Then stored by compare and set, once.
+    assert advance(store, job_id, default_catalog()) == []
+    stored = store.bisection(job_id)
+    assert stored is not None and stored["result"] == found and stored["seen"] == 2
+
+
+def test_other_writers_are_answered_while_a_catastrophic_oracle_is_judged(store: Store) -> None:
+    job_id = bisect_job(store, "regex:(a|aa)+$")
+    judging = threading.Thread(target=lambda: [advance(store, job_id, default_catalog())
+                                               for _ in range(5)])
+    judging.start()
+    waits = []
+    while judging.is_alive():  # other users' submissions meanwhile, each answered at once
+        started = time.monotonic()
+        finished(store, "other", result(Status.OK))
+        waits.append(time.monotonic() - started)
+    judging.join()
+    assert waits and max(waits) < 1.0, waits
+    bisected = store.bisection(job_id)
+    assert bisected is not None and bisected["result"]["oracle_error"]
+
+
+def test_a_reduction_s_oracle_over_its_budget_is_an_error_naming_it() -> None:
+    # The reducer judges each candidate with `judge`: over its budget, the reduction ends with
+    # this error (worker/narrowing.py stores it as the job's answer).
+    oracle = parse_oracle("regex:(a+)+$")
+    with pytest.raises(OracleTooSlow, match=r"^oracle: regex:\(a\+\)\+\$ took longer"):
+        judge(oracle, {"status": "error", "message": "", "log_text": LONG_LOG}, None)
+    assert judge(parse_oracle("regex:a+!$"), {"status": "error", "log_text": LONG_LOG},
+                 None) is Verdict.BAD
