@@ -80,7 +80,8 @@ def _cell_text(cell: Cell) -> str:
     if cell.outputs == "differs" and cell.output_error is not None:
         error = cell.output_error
         size = f" max abs {error.max_abs_error:.3g}" if error.max_abs_error is not None else ""
-        text += f", outputs differ ({table_cell(error.reason)}{size})"
+        reason = error.reason if error.reason.isalpha() else table_cell(error.reason)
+        text += f", outputs differ ({reason}{size})"
     return text
 
 
