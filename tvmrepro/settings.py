@@ -120,6 +120,9 @@ class Settings(BaseModel):
     claim_grace_s: float = Field(default=CLAIM_GRACE_S, ge=0)
     warm_sandboxes: int = Field(default=WARM_SANDBOXES, ge=0)
     warm_idle_s: float = Field(default=WARM_IDLE_S, gt=0)
+    # The local runtime gives each run a cgroup of its own (memory, CPU share, processes) where
+    # it can (worker/runtimes/cgroup.py); 0 turns that off.
+    run_cgroups: bool = True
 
     @field_validator("home", "wheelhouse", "package_cache")
     @classmethod

@@ -15,19 +15,21 @@ pool.warm_at_start; else each from its first run).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
 import traceback
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from celery import Celery, Task, current_app, shared_task
 from celery.signals import worker_process_init, worker_process_shutdown
 
 from tvmrepro.cases import parse_case
-from tvmrepro.environments import default_catalog
-from tvmrepro.lifecycle import Action, Claim
+from tvmrepro.environments import Environment, default_catalog
+from tvmrepro.lifecycle import Action, Claim, RunState
 from tvmrepro.liveness import claimer_gone, process_token
 from tvmrepro.narrowing_jobs import narrowing
 from tvmrepro.queue import RUN_TASK, worker_concurrency
@@ -38,7 +40,7 @@ from worker.bisection import after_run
 from worker.narrowing import run_narrowing
 from worker.runner import run_variant
 from worker.runtimes import make_runtime
-from worker.runtimes.base import Runtime
+from worker.runtimes.base import Execution, Runtime, SandboxJob
 
 log = logging.getLogger(__name__)
 STORE_RETRIES = 5  # a store that is briefly away (restart, failover) is waited for
@@ -113,6 +115,34 @@ def infra_error(claim: Claim, error_type: str, message: str, log_text: str = "")
         "signature": f"{error_type}: {message}", "log": {"stderr": log_text}})
 
 
+class Cancellable:
+    """The worker's runtime for one claimed run: while the run goes, its sandbox asks the store
+    every CANCEL_POLL_S whether the run got a result elsewhere (its job was cancelled: the API
+    stored the run's `Cancelled`) and is killed then, freeing its slot. A store poll, not a
+    broadcast: it needs nothing of the broker (Redis or the embedded one) and a worker that was
+    away when the job was cancelled still sees it."""
+
+    def __init__(self, runtime: Runtime, store: Store, claim: Claim) -> None:
+        self.runtime, self.store, self.claim = runtime, store, claim
+        self.name = runtime.name
+
+    def cancelled(self) -> bool:
+        """Whether the run is settled already (or its job is gone)."""
+        row = self.store.run(self.claim.job_id, self.claim.run_id)
+        return row is None or row.state == RunState.DONE
+
+    def execute(self, job: SandboxJob) -> Execution:
+        """The run, stopped when it is cancelled."""
+        return self.runtime.execute(dataclasses.replace(job, cancelled=self.cancelled))
+
+    def fingerprint(self, env: Environment) -> dict[str, Any]:
+        """The runtime's fingerprint of env."""
+        return self.runtime.fingerprint(env)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.runtime, name)  # reserve, prewarm: the runtime's own
+
+
 def execute(ctx: WorkerContext, claim: Claim) -> Result:
     """Run a claimed run; any fault of ours becomes an infra_error result, never a retry loop."""
     if claim.action is Action.EXHAUSTED:
@@ -122,11 +152,12 @@ def execute(ctx: WorkerContext, claim: Claim) -> Result:
     try:
         env = default_catalog().get(claim.environment)
         case = parse_case(claim.case)
+        runtime = Cancellable(ctx.runtime, ctx.store, claim)
         narrowing_row = narrowing(ctx.store, claim.job_id)
         if narrowing_row is not None:  # a reduce or extract job's one run
-            return run_narrowing(ctx.store, ctx.runtime, claim.run_id, claim.job_id, case, env,
+            return run_narrowing(ctx.store, runtime, claim.run_id, claim.job_id, case, env,
                                  narrowing_row)
-        return run_variant(case, claim.variant, env, ctx.runtime, run_id=claim.run_id,
+        return run_variant(case, claim.variant, env, runtime, run_id=claim.run_id,
                            job_id=claim.job_id)
     except Exception as exc:  # a fault of the service: say so in the result
         log.exception("run %s failed in the worker", claim.run_id)

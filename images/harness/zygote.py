@@ -174,8 +174,13 @@ def _become_sandbox(request: dict[str, Any], stdin: int, stdout: int, stderr: in
     _mount("proc", "/proc", "proc", PROC_FLAGS)  # this namespace's processes only
     _name_identity(uid, workdir)
     tmpfs = f"size={int(request['tmpfs_mb'])}m"
+    inodes = int(request.get("tmpfs_inodes", request["inodes"]))
     for shared in ("/tmp", "/dev/shm"):
-        _mount("tmpfs", shared, "tmpfs", MS_NOSUID | MS_NODEV, f"{tmpfs},mode=1777")
+        _mount("tmpfs", shared, "tmpfs", MS_NOSUID | MS_NODEV,
+               f"{tmpfs},nr_inodes={inodes},mode=1777")
+    # Its own pseudo-terminals, at most `ptys` of them (the zygote's /dev/ptmx links into it).
+    _mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+           f"newinstance,ptmxmode=0666,mode=620,max={int(request.get('ptys', 64))}")
     _mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV,
            f"{tmpfs},nr_inodes={int(request['inodes'])},mode=0700,uid={uid},gid={uid}")
     _loopback_up()

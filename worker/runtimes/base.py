@@ -9,6 +9,7 @@ import resource
 import secrets
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -21,7 +22,15 @@ FILE_SIZE_CAP = 512 << 20  # largest file a run may write (RLIMIT_FSIZE / ulimit
 TMPFS_MAX_MB = 1024  # the sandbox's /tmp: its memory limit, at most this
 OPEN_FILES_CAP = 4096
 WORKDIR_INODES = 65536  # files and directories a run may make in its work directory
+TMPFS_INODES = 65536  # and in each of its /tmp and /dev/shm (an inode is unaccounted memory)
+PTYS_MAX = 64  # pseudo-terminals a run may hold (its own devpts instance): the host has ~4096
 EVENTS_READ_CAP = 64 << 20  # what is read of the events channel
+CANCEL_POLL_S = 1.0  # how often a runtime waiting for a run asks whether its job was cancelled
+
+
+def never_cancelled() -> bool:
+    """The cancel check of a run that no job can cancel (a local run, a test)."""
+    return False
 
 
 @dataclass(frozen=True)
@@ -33,6 +42,9 @@ class SandboxJob:
     env: Environment
     case: dict[str, Any]
     variant: str
+    # Whether the run's job was cancelled: asked every CANCEL_POLL_S while the run goes; a
+    # cancelled run's sandbox is killed at once and its slot freed.
+    cancelled: Callable[[], bool] = field(default=never_cancelled, compare=False, repr=False)
 
     @property
     def timeout_s(self) -> int:
@@ -99,6 +111,7 @@ class Execution:
     returncode: int | None
     signal: str | None = None
     timed_out: bool = False
+    cancelled: bool = False  # killed because its job was cancelled
     oom_killed: bool = False
     stdout: str = ""
     stderr: str = ""
@@ -121,6 +134,14 @@ class Runtime(Protocol):
     def fingerprint(self, env: Environment) -> dict[str, Any]:
         """What env's TVM has here (version, python, libinfo, pass names); RuntimeFault if none."""
         ...
+
+
+def asked_cancelled(job: SandboxJob) -> bool:
+    """Whether the run's job was cancelled; a check that fails (the store away) says no."""
+    try:
+        return job.cancelled()
+    except Exception:
+        return False
 
 
 def signal_name(number: int) -> str:
@@ -224,7 +245,8 @@ def fingerprint_tvm(facts: dict[str, Any] | None) -> dict[str, Any] | None:
     """A result's `tvm`: the environment's version, pins and build facts from its fingerprint."""
     if not facts:
         return None
-    return {k: facts[k] for k in ("version", "libinfo", "packages", "python") if k in facts}
+    return {k: facts[k] for k in ("version", "libinfo", "packages", "python", "commit")
+            if k in facts}
 
 
 def rlimit_names(limits: Limits) -> dict[str, int]:

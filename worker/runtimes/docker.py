@@ -37,10 +37,12 @@ from tvmrepro.liveness import process_token, token_alive
 from tvmrepro.settings import Settings
 from worker.images import HARNESS_LABEL, PACKAGES_LABEL, pins_text
 from worker.runtimes.base import (
+    CANCEL_POLL_S,
     EVENTS_READ_CAP,
     Execution,
     Limits,
     SandboxJob,
+    asked_cancelled,
     cgroup_oom_kills,
     exit_status,
     fingerprint_tvm,
@@ -271,8 +273,8 @@ class DockerRuntime:
         # The request and the key, on the supervisor's stdin.
         write_stdin(api, container_id, handover_bytes(job, Limits.of(job, self.settings), key))
         started = time.monotonic()  # the time limit counts from the hand-over
-        timed_out = not self._wait(container_id, job.timeout_s)
-        if timed_out:
+        timed_out, cancelled = self._wait_run(container_id, job, started)
+        if timed_out or cancelled:
             self._kill(container_id)
         seconds = time.monotonic() - started
         state = api.inspect_container(container_id)["State"]
@@ -286,10 +288,11 @@ class DockerRuntime:
             signal=said[1] if said else (
                 signal_name(code - 128) if isinstance(code, int) and 128 < code < 193 else None),
             timed_out=timed_out,
+            cancelled=cancelled,
             # A container is its own memory cgroup: an OOM kill counted there is evidence.
             oom_killed=(bool(state.get("OOMKilled")) or (said is not None and said[1] == "SIGKILL"
                                                          and cgroup_oom_kills(events) > 0))
-            and not timed_out,
+            and not timed_out and not cancelled,
             stdout=output.text(0),
             stderr=output.text(1),
             truncated=output.truncated,
@@ -307,6 +310,19 @@ class DockerRuntime:
                 return False
             time.sleep(READY_POLL_S)
         return False
+
+    def _wait_run(self, container_id: str, job: SandboxJob, started: float) -> tuple[bool, bool]:
+        """Wait for a run's container to exit within the run's time; (timed out, cancelled): a
+        cancelled job's run is stopped within CANCEL_POLL_S."""
+        deadline = started + job.timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if self._wait(container_id, max(0.05, min(left, CANCEL_POLL_S))):
+                return False, False
+            if left <= CANCEL_POLL_S:
+                return True, False
+            if asked_cancelled(job):
+                return False, True
 
     def _wait(self, container_id: str, timeout_s: float) -> bool:
         """Wait for the container to exit, at most timeout_s; whether it did."""

@@ -48,8 +48,10 @@ from worker.runtimes.base import (
     new_key,
     rlimit_setter,
 )
+from worker.runtimes.cgroup import Cgroups
 from worker.runtimes.pool import Reserved, WarmPool, warm_at_start
 from worker.runtimes.sandbox import (
+    SHARED_MOUNTS,
     LocalSandbox,
     TreePopen,
     args_fd,
@@ -137,6 +139,8 @@ class LocalRuntime:
         # A zygote per environment forks the pool's sandboxes (zygote.py).
         self.zygotes = (Zygotes(self._start_zygote, settings.warm_idle_s)
                         if self.bwrap is not None else None)
+        # A cgroup per run (memory, CPU share, processes), where one can be made (cgroup.py).
+        self.cgroups = Cgroups(settings.run_cgroups)
         self.sweep_rundirs()
         # The harness's bytecode next to it (the environments' Python is this one's minor
         # version): the sandbox mounts it read-only and would compile it from source every run.
@@ -190,7 +194,8 @@ class LocalRuntime:
         if not self.bwrap:
             return self._fallback_command(envdir, rundir, harness), []
         options = [*self._bwrap_options(envdir, rundir, uid, limits),
-                   "--bind", str(rundir / "work"), WORK_MOUNT, "--chdir", WORK_MOUNT,
+                   "--bind", str(rundir / "work"), WORK_MOUNT, *self._shared_binds(rundir),
+                   "--chdir", WORK_MOUNT,
                    "--remount-ro", "/",  # the root's own tmpfs (/etc, the mount points) too
                    # bwrap needs DAC_OVERRIDE to enter the work dir (the sandbox uid's, 0700),
                    # setpriv SETUID/SETGID to become that uid and SETPCAP to empty the bounding
@@ -203,6 +208,16 @@ class LocalRuntime:
                "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
                "--bounding-set=-all", f"{ENV_MOUNT}/bin/python", *harness]
         return cmd, fds
+
+    def _shared_binds(self, rundir: Path) -> list[str]:
+        """The capped /tmp, /dev/shm and /dev/pts mounted beside the work directory (sandbox.py),
+        over bubblewrap's own; none without the mount namespace that mounts them."""
+        if self.unshare is None:
+            return []
+        binds: list[str] = []
+        for name, target in SHARED_MOUNTS:  # devpts's ptmx is a device: --dev-bind
+            binds += ["--dev-bind" if name == "pts" else "--bind", str(rundir / name), target]
+        return binds
 
     def _zygote_command(self, envdir: Path, rundir: Path, limits: Limits,
                         control_fd: int) -> tuple[list[str], list[int]]:
@@ -278,6 +293,7 @@ class LocalRuntime:
             self.pool.close()
         if self.zygotes is not None:
             self.zygotes.stop_all()
+        self.cgroups.close()
         self.sweep_rundirs()
 
     def _start_pooled(self, key: Hashable) -> LocalSandbox:
@@ -418,11 +434,22 @@ class LocalRuntime:
         for _ in range(HAND_OVER_ATTEMPTS):
             sandbox, warm = self._sandbox_for(job.env, limits)
             try:
-                if sandbox.wait_ready() and sandbox.hand_over(job, limits, key):
+                if sandbox.wait_ready() and self._enter_cgroup(sandbox, job) \
+                        and sandbox.hand_over(job, limits, key):
                     return sandbox.finish(job, key, time.monotonic()), warm
             finally:
                 sandbox.discard()
         raise RuntimeFault(f"the sandbox for {job.env.id} died before it took the case")
+
+    def _enter_cgroup(self, sandbox: LocalSandbox, job: SandboxJob) -> bool:
+        """Move the sandbox into a new cgroup of the run's own, with the run's memory, before it
+        takes the case (where none can be made, its isolation says why); False when it died."""
+        cgroup = self.cgroups.make(job.run_id or uuid.uuid4().hex, job.memory_mb,
+                                   self.settings.sandbox_pids)
+        if cgroup is None:
+            sandbox.isolation.update(self.cgroups.isolation())
+            return True
+        return sandbox.enter(cgroup)
 
     def _sandbox_for(self, env: Environment, limits: Limits) -> tuple[LocalSandbox, bool]:
         """A warm sandbox whose limits cover the case's, else a fresh one with the case's own."""

@@ -24,16 +24,21 @@ from typing import IO, Any, Protocol
 import pyseccomp
 
 from worker.runtimes.base import (
+    CANCEL_POLL_S,
     EVENTS_READ_CAP,
+    PTYS_MAX,
+    TMPFS_INODES,
     WORKDIR_INODES,
     CappedReader,
     Execution,
     Limits,
     SandboxJob,
+    asked_cancelled,
     exit_status,
     handover_bytes,
     verified_events,
 )
+from worker.runtimes.cgroup import RunCgroup
 
 READY_TIMEOUT_S = 300  # importing TVM on a loaded machine; past it the sandbox is a fault
 
@@ -50,6 +55,14 @@ DENIED_SYSCALLS = (
     "lookup_dcookie", "iopl", "ioperm", "syslog", "fsopen", "fsmount", "fsconfig", "fspick",
     "open_tree", "move_mount", "mount_setattr", "nfsservctl", "vhangup", "sethostname",
     "setdomainname",
+    # io_uring (Docker's default profile refuses it since 2023: its own path around the filter),
+    # the process and memory-policy calls that need CAP_SYS_PTRACE or CAP_SYS_NICE there, and
+    # the obsolete ones.
+    "io_uring_setup", "io_uring_enter", "io_uring_register", "kcmp", "pidfd_getfd",
+    "process_madvise", "fanotify_init", "mbind", "set_mempolicy", "get_mempolicy",
+    "set_mempolicy_home_node", "migrate_pages", "move_pages", "quotactl_fd", "uselib", "ustat",
+    "sysfs", "_sysctl", "vm86", "vm86old", "get_kernel_syms", "query_module", "create_module",
+    "umount", "stime",
 )
 # clone() making any namespace is refused as unshare() is (Docker allows it only with
 # CAP_SYS_ADMIN); clone3 passes its flags in memory a filter cannot read, so it answers ENOSYS
@@ -109,9 +122,16 @@ class EventsReader(CappedReader):
                     self.ready.set()
 
 
-# Mounts the work directory's tmpfs in a private mount namespace, then runs the sandbox: the
-# mount is the sandbox's alone and goes with it, even when the worker dies.
-_MOUNT_THEN_EXEC = 'o=$1; d=$2; shift 2; mount -t tmpfs -o "$o" tmpfs "$d" || exit 97; exec "$@"'
+# Mounts the work directory's tmpfs, and the /tmp, /dev/shm and /dev/pts that bubblewrap binds
+# (SHARED_MOUNTS, beside it: bubblewrap's own tmpfs has no inode cap, its devpts no `max`), in a
+# private mount namespace, then runs the sandbox: the mounts are the sandbox's alone and go with
+# it, even when the worker dies.
+_MOUNT_THEN_EXEC = ('o=$1; d=$2; t=$3; p=$4; shift 4; r=$(dirname "$d"); '
+                    'mount -t tmpfs -o "$o" tmpfs "$d" && mount -t tmpfs -o "$t" tmpfs "$r/tmp" '
+                    '&& mount -t tmpfs -o "$t" tmpfs "$r/shm" '
+                    '&& mount -t devpts -o "$p" devpts "$r/pts" || exit 97; exec "$@"')
+# Beside the work directory: what the sandbox sees at /tmp, /dev/shm and /dev/pts.
+SHARED_MOUNTS = (("tmp", "/tmp"), ("shm", "/dev/shm"), ("pts", "/dev/pts"))
 
 
 def with_workdir_tmpfs(unshare: str | None, command: list[str], path: Path, limits: Limits,
@@ -122,8 +142,12 @@ def with_workdir_tmpfs(unshare: str | None, command: list[str], path: Path, limi
         return command, "directory (no size cap: no mount namespace here)"
     options = (f"size={limits.tmpfs_mb}m,nr_inodes={WORKDIR_INODES},mode=0700,uid={uid},gid={uid},"
                "nosuid,nodev")
+    shared = f"size={limits.tmpfs_mb}m,nr_inodes={TMPFS_INODES},mode=1777,nosuid,nodev"
+    ptys = f"newinstance,ptmxmode=0666,mode=620,max={PTYS_MAX},nosuid,noexec"
+    for name, _ in SHARED_MOUNTS:
+        (path.parent / name).mkdir(exist_ok=True)
     wrapped = [unshare, "--mount", "--propagation", "private", "--", "sh", "-c", _MOUNT_THEN_EXEC,
-               "sh", options, str(path), *command]
+               "sh", options, str(path), shared, ptys, *command]
     return wrapped, workdir_summary(limits)
 
 
@@ -149,6 +173,8 @@ class SandboxProcess(Protocol):
 
     def release(self) -> None: ...
 
+    def host_pid(self) -> int | None: ...
+
 
 class TreePopen(subprocess.Popen[bytes]):
     """A bubblewrap sandbox's process: killed with its whole session."""
@@ -160,6 +186,10 @@ class TreePopen(subprocess.Popen[bytes]):
 
     def release(self) -> None:
         """Nothing beyond its pipes to let go."""
+
+    def host_pid(self) -> int | None:
+        """Its pid (the top of the sandbox's process tree)."""
+        return self.pid
 
 
 class LocalSandbox:
@@ -173,6 +203,14 @@ class LocalSandbox:
         self.outputs = [CappedReader(s, log_cap) for s in (proc.stdout, proc.stderr)]
         self.events: EventsReader | None = None
         self.discarded = False
+        self.cgroup: RunCgroup | None = None  # its run's, from the hand-over on
+
+    def enter(self, cgroup: RunCgroup) -> bool:
+        """Move the waiting sandbox (its whole process tree) into its run's cgroup; False when
+        it was gone. From then on the cgroup is the sandbox's and goes with it (discard)."""
+        self.cgroup = cgroup
+        pid = self.proc.host_pid()
+        return pid is not None and bool(cgroup.add_tree(pid))
 
     def watch(self, events_stream: IO[bytes]) -> None:
         """Start reading its events and output."""
@@ -207,12 +245,22 @@ class LocalSandbox:
 
     def finish(self, job: SandboxJob, key: bytes, handed_at: float) -> Execution:
         """Wait for the run (its time limit counts from the hand-over) and collect it."""
-        timed_out = False
-        try:
-            self.proc.wait(timeout=max(0.0, handed_at + job.timeout_s - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            self.kill()
+        timed_out = cancelled = False
+        deadline = handed_at + job.timeout_s
+        while True:  # in slices: a cancelled job's run is killed within CANCEL_POLL_S
+            left = deadline - time.monotonic()
+            try:
+                self.proc.wait(timeout=max(0.0, min(left, CANCEL_POLL_S)))
+                break
+            except subprocess.TimeoutExpired:
+                if left <= CANCEL_POLL_S:
+                    timed_out = True
+                elif asked_cancelled(job):
+                    cancelled = True
+                else:
+                    continue
+                self.kill()
+                break
         seconds = time.monotonic() - handed_at
         assert self.events is not None
         for reader in (self.events, *self.outputs):
@@ -221,12 +269,16 @@ class LocalSandbox:
         said = exit_status(events)
         rc = said[0] if said else self.proc.returncode
         sig = said[1] if said else signal_of(self.proc.returncode)
+        cgroup = ({"cgroup": self.cgroup.summary()} if self.cgroup is not None
+                  else {})
         return Execution(
             events=[e for e in events if e["event"] != "exit"], returncode=rc, signal=sig,
-            timed_out=timed_out, stdout=self.outputs[0].output.text(),
+            timed_out=timed_out, cancelled=cancelled, stdout=self.outputs[0].output.text(),
             stderr=self.outputs[1].output.text(),
+            # The kernel's OOM killer acted in the run's own cgroup: its memory_mb was reached.
+            oom_killed=self.cgroup is not None and self.cgroup.oom_kills() > 0,
             truncated=any(r.output.truncated for r in self.outputs), seconds=seconds,
-            isolation={**self.isolation, **job_limits_summary(job, self.limits)})
+            isolation={**self.isolation, **job_limits_summary(job, self.limits), **cgroup})
 
     def kill(self) -> None:
         """Kill the whole sandbox: everything in its PID namespace goes along."""
@@ -246,6 +298,8 @@ class LocalSandbox:
         self.proc.release()
         if self.rundir is not None:
             shutil.rmtree(self.rundir, ignore_errors=True)
+        if self.cgroup is not None:
+            self.cgroup.remove()
         self.hold.close()
 
 

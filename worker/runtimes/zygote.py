@@ -30,7 +30,7 @@ from typing import IO
 
 from tvmrepro.environments import Environment
 from tvmrepro.errors import RuntimeFault
-from worker.runtimes.base import WORKDIR_INODES, Limits, rlimit_names
+from worker.runtimes.base import PTYS_MAX, TMPFS_INODES, WORKDIR_INODES, Limits, rlimit_names
 
 log = logging.getLogger(__name__)
 ZYGOTE_LOG = "zygote.log"  # in its run directory: what it and its keepers wrote
@@ -84,6 +84,20 @@ class ForkedProcess:
         with contextlib.suppress(OSError):  # it ended already
             signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
 
+    def host_pid(self) -> int | None:
+        """Its pid as this host sees it (from its pidfd), None once it ended."""
+        if self.pidfd < 0:
+            return None
+        try:
+            with open(f"/proc/self/fdinfo/{self.pidfd}") as info:
+                for line in info:
+                    if line.startswith("Pid:"):
+                        pid = int(line.split()[1])
+                        return pid if pid > 0 else None
+        except (OSError, ValueError):
+            pass
+        return None
+
     def release(self) -> None:
         """Close the handles (the LocalSandbox does, once it ended or was killed)."""
         if self.returncode is None:  # never waited for: what it ended with is not known
@@ -133,7 +147,8 @@ class Zygote:
               ) -> tuple[ForkedProcess, IO[bytes]]:
         """A new sandbox with these limits and uid; its process and its events stream."""
         request = {"uid": uid, "workdir": workdir, "tmpfs_mb": limits.tmpfs_mb,
-                   "inodes": WORKDIR_INODES, "rlimits": rlimit_names(limits)}
+                   "inodes": WORKDIR_INODES, "tmpfs_inodes": TMPFS_INODES,
+                   "ptys": PTYS_MAX, "rlimits": rlimit_names(limits)}
         pipes = [os.pipe() for _ in range(4)]  # stdin, stdout, stderr, events
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         # The sandbox reads stdin's read end and writes the others' write ends.
