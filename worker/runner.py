@@ -9,8 +9,11 @@ status) are claims: a `result` event counts only from a run that then exited
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
+
+from pydantic import ValidationError
 
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
@@ -27,6 +30,22 @@ _OBSERVED_ONLY = (Status.CRASH, Status.TIMEOUT)
 # A memory failure counts as `oom` only with evidence (oom_evidence); short of it, a peak this
 # far below the limit makes a MemoryError or an allocator abort the case's own error.
 OOM_PEAK_SHARE = 0.5
+# What one run may store (the store keeps every run; a 500-run job is 500 times this). The
+# passes' records beyond MAX_PASSES, the IR past a pass's or the run's cap and the function
+# entries past theirs are not kept; a text field past TEXT_CAP is clipped. Each cut is marked.
+MAX_PASSES = 1000
+PASS_IR_CAP = 2 << 20  # characters of one pass's IR
+RUN_IR_CAP = 8 << 20  # characters of IR of all of a run's passes
+PASS_FUNCTIONS_CAP = 1000  # function entries of one pass's table
+RUN_FUNCTIONS_CAP = 8000  # function entries of all of a run's tables
+ATTRS_CAP = 4096  # characters of one function's attrs (as JSON), else none are kept
+TEXT_CAP = 64 << 10  # a message, a signature, a reproducer line... : characters
+REPRODUCER_CAP = 1 << 20
+OUTPUTS_CAP = 2 << 20  # characters of a run's outputs (as JSON), else none are kept
+IR_NOT_KEPT = "# (IR not stored: past this run's cap of {cap} characters of IR)\n"
+IR_CLIPPED = "\n# (IR clipped: past the cap of {cap} characters for one pass)\n"
+CLAIMED_TEXT = ("stage", "error_type", "message", "signature", "signature_frame",
+                "signature_message")
 
 
 def harness_case(case: Case, env: Environment) -> dict[str, Any]:
@@ -128,6 +147,69 @@ def _judged_claims(job: SandboxJob, ex: Execution, fields: dict[str, Any],
     return fields
 
 
+def _text_or_none(value: Any, cap: int = TEXT_CAP) -> str | None:
+    """A claimed text as the store keeps it: a string clipped to `cap`, else None."""
+    if not isinstance(value, str):
+        return None
+    return value if len(value) <= cap else value[:cap] + "…[clipped]"
+
+
+def _claimed_fields(event: dict[str, Any]) -> dict[str, Any]:
+    """A result event's fields, each of the type a result has (a claim of another type, or of
+    an unknown status, must not make the run's result fail to validate: that would read as
+    the service's fault)."""
+    try:
+        status = Status(event.get("status"))
+    except ValueError:
+        status = Status.ERROR
+    fields: dict[str, Any] = {"status": status}
+    for key in CLAIMED_TEXT:
+        fields[key] = _text_or_none(event.get(key))
+    path = event.get("pass_path")
+    fields["pass_path"] = ([_text_or_none(p, SHORT_TEXT_CAP) or "" for p in path[:64]]
+                           if isinstance(path, list) else None)
+    for key in ("outputs", "reference_outputs"):
+        value = event.get(key)
+        fields[key] = value if len(json.dumps(value, default=str)) <= OUTPUTS_CAP else None
+    return fields
+
+
+def _pass_records(events: list[dict[str, Any]]) -> list[PassRecord]:
+    """The run's pass events as records, within the run's caps (a malformed one is skipped)."""
+    records: list[PassRecord] = []
+    ir_left, functions_left = RUN_IR_CAP, RUN_FUNCTIONS_CAP
+    for event in events:
+        if event["event"] != "pass" or len(records) >= MAX_PASSES:
+            continue
+        said_ir, said_table = event.get("ir"), event.get("functions")
+        ir: str = said_ir if isinstance(said_ir, str) else ""
+        if len(ir) > PASS_IR_CAP:
+            ir = ir[:PASS_IR_CAP] + IR_CLIPPED.format(cap=PASS_IR_CAP)
+        if len(ir) > ir_left:
+            ir = IR_NOT_KEPT.format(cap=RUN_IR_CAP)
+        else:
+            ir_left -= len(ir)
+        table: list[Any] = said_table if isinstance(said_table, list) else []
+        functions = []
+        for entry in table[:min(PASS_FUNCTIONS_CAP, functions_left)]:
+            if not isinstance(entry, dict):
+                continue
+            attrs = entry.get("attrs")
+            if not isinstance(attrs, dict) or len(json.dumps(attrs, default=str)) > ATTRS_CAP:
+                attrs = {}
+            functions.append({"name": _text_or_none(entry.get("name"), SHORT_TEXT_CAP) or "",
+                              "kind": _text_or_none(entry.get("kind"), SHORT_TEXT_CAP) or "",
+                              "attrs": attrs})
+        functions_left -= len(functions)
+        try:
+            records.append(PassRecord.model_validate({
+                "index": event.get("index"), "name": event.get("name"),
+                "seconds": event.get("seconds"), "functions": functions, "ir": ir}))
+        except ValidationError:
+            continue
+    return records
+
+
 def ended_cleanly(ex: Execution) -> bool:
     """Whether the run exited 0, by no signal, within its time: only then is its result read."""
     return not ex.timed_out and ex.returncode == 0 and ex.signal is None and not ex.oom_killed
@@ -139,15 +221,12 @@ def assemble_result(job: SandboxJob, ex: Execution) -> Result:
     result_event = _last(events, "result")
     start = _last(events, "start") or {}
     stage_event = _last(events, "stage")
-    rewrites = (_last(events, "rewrites") or {}).get("rewrites", [])
-    passes = [PassRecord.model_validate({k: v for k, v in e.items() if k != "event"})
-              for e in events if e["event"] == "pass"]
+    rewrites = [r for r in (_last(events, "rewrites") or {}).get("rewrites") or []
+                if isinstance(r, str)][:100]
+    passes = _pass_records(events)
     fields: dict[str, Any]
     if result_event and ended_cleanly(ex):
-        fields = {k: result_event.get(k) for k in ("status", "stage", "pass_path", "error_type",
-                                                   "message", "signature", "signature_frame",
-                                                   "signature_message", "outputs",
-                                                   "reference_outputs")}
+        fields = _claimed_fields(result_event)
         fields = _judged_claims(job, ex, fields, started=bool(start))
     else:
         fields = _outcome_without_result(job, ex, started=bool(start))
@@ -158,13 +237,14 @@ def assemble_result(job: SandboxJob, ex: Execution) -> Result:
             fields["signature"] = f"crash: {ex.signal}"
     seconds = {"total": round(ex.seconds, 3)}
     for key in ("harness", "run"):  # the harness's own time, and the entry call's
-        if result_event and f"{key}_seconds" in result_event:
-            seconds[key] = result_event[f"{key}_seconds"]
+        said = (result_event or {}).get(f"{key}_seconds")
+        if isinstance(said, int | float) and not isinstance(said, bool):
+            seconds[key] = said
     return storable(Result(
         environment=job.env.id,
         variant=job.variant,
         rewrites=rewrites,
-        reproducer=(_last(events, "reproducer") or {}).get("text"),
+        reproducer=_text_or_none((_last(events, "reproducer") or {}).get("text"), REPRODUCER_CAP),
         passes=passes,
         tvm=ex.tvm,
         seconds=seconds,

@@ -39,7 +39,12 @@ MAX_REQUEST_BYTES = 64 << 20
 EVENT_LINE_CAP = 8 << 20  # one relayed event line, at most (IR of one pass, a reproducer)
 FIELD_CAP = 2000  # a short field (a stage, an error type, a name), at most
 SHORT_FIELDS = ("stage", "status", "error_type", "signature_frame", "name", "pass_path")
-RESERVED = ("exit", "ready", "usage")  # events only the supervisor says
+RESERVED = ("exit", "ready", "usage", "dropped")  # events only the supervisor says
+# What the child may have relayed, in all: past it, its events are dropped (counted in a
+# `dropped` event) but for its last `result`, relayed at the end. The runtimes read 64 MiB of
+# events: this, one result line (EVENT_LINE_CAP) and the supervisor's own stay below it.
+RELAY_BUDGET = 32 << 20
+RELAY_EVENTS_CAP = 20000
 Runner = Callable[[dict[str, Any], str, str], None]  # request, events target, workdir
 
 
@@ -123,20 +128,56 @@ def clip(event: Any) -> dict[str, Any] | None:
     return event
 
 
-def _relay(pipe_fd: int, channel: Channel) -> None:
-    """The child's event lines to the channel until the pipe closes; a line past the cap is cut off."""
-    with os.fdopen(pipe_fd, "rb") as pipe:
-        while line := pipe.readline(EVENT_LINE_CAP):
-            if not line.endswith(b"\n"):  # longer than the cap: skip the rest of it
-                while (rest := pipe.readline(EVENT_LINE_CAP)) and not rest.endswith(b"\n"):
-                    pass
-                continue
-            try:
-                event = clip(json.loads(line.decode("utf-8", "surrogateescape")))
-            except ValueError:
-                continue
-            if event is not None:
-                channel.write(event)
+class Relay:
+    """The child's event lines to the channel, within RELAY_BUDGET bytes and RELAY_EVENTS_CAP
+    events; past them only the last `result` is kept (written by `finish`), so a run that
+    floods its events (IR snapshots, say) still ends with its own result and exit."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.lock = threading.Lock()
+        self.relayed = self.events = self.dropped = 0
+        self.pending: dict[str, Any] | None = None  # the last result past the budget
+        self.closed = False
+
+    def take(self, event: dict[str, Any], size: int) -> None:
+        """Relay one event, or keep it back (a result) or count it (anything else)."""
+        with self.lock:
+            if self.closed:
+                return
+            if self.relayed + size <= RELAY_BUDGET and self.events < RELAY_EVENTS_CAP:
+                self.relayed += size
+                self.events += 1
+                self.channel.write(event)
+            elif event["event"] == "result":
+                self.pending = event
+            else:
+                self.dropped += 1
+
+    def run(self, pipe_fd: int) -> None:
+        """Relay until the pipe closes; a line past the cap is cut off."""
+        with os.fdopen(pipe_fd, "rb") as pipe:
+            while line := pipe.readline(EVENT_LINE_CAP):
+                if not line.endswith(b"\n"):  # longer than the cap: skip the rest of it
+                    while (rest := pipe.readline(EVENT_LINE_CAP)) and not rest.endswith(b"\n"):
+                        pass
+                    continue
+                try:
+                    event = clip(json.loads(line.decode("utf-8", "surrogateescape")))
+                except ValueError:
+                    continue
+                if event is not None:
+                    self.take(event, len(line))
+
+    def finish(self) -> None:
+        """Stop relaying; write the result kept back and what was dropped."""
+        with self.lock:
+            self.closed = True
+            if self.pending is not None:
+                self.channel.write(self.pending)
+            if self.dropped:
+                self.channel.write({"event": "dropped", "events": self.dropped,
+                                    "budget_bytes": RELAY_BUDGET})
 
 
 def _child(channel: Channel, pipe: tuple[int, int], request: dict[str, Any],
@@ -227,11 +268,13 @@ def serve_warm(channel: Channel, workdir: str, runner: Runner) -> None:
         _child(channel, pipe, request, workdir, runner)
     os.close(pipe[1])
     channel.key = bytes.fromhex(_read_line(0, 256).decode())
-    relay = threading.Thread(target=_relay, args=(pipe[0], channel), daemon=True)
-    relay.start()
+    relay = Relay(channel)
+    relaying = threading.Thread(target=relay.run, args=(pipe[0],), daemon=True)
+    relaying.start()
     _, status, usage = os.wait4(pid, 0)
     # What the child sent before it died is relayed; its orphans may hold the pipe open.
-    relay.join(timeout=2)
+    relaying.join(timeout=2)
+    relay.finish()
     ended = _exit_event(status, usage, kills_before)
     # The child's resource use once more as an event of its own (the runtimes hand the worker
     # every event but `exit`): the evidence an `oom` needs (worker/runner.py, oom_evidence).

@@ -9,7 +9,7 @@ from tests.conftest import NEW_ENV
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import Environment
 from tvmrepro.results import Result
-from worker.runner import run_variant
+from worker.runner import IR_NOT_KEPT, RUN_IR_CAP, run_variant
 from worker.runtimes.local import LocalRuntime
 
 pytestmark = pytest.mark.tvm
@@ -29,7 +29,7 @@ CLAIM = ("import json, os\n"
 
 def run(runtime: LocalRuntime, env: Environment, script: str, **limits: int) -> Result:
     """A script case run in a warm sandbox of the session's runtime."""
-    return run_variant(parse_case({"script": script, "timeout_s": 30, **limits}), "script", env,
+    return run_variant(parse_case({"script": script, "timeout_s": 30} | limits), "script", env,
                        runtime)
 
 
@@ -53,3 +53,47 @@ def test_memory_that_grows_to_the_limit_is_oom(warm_runtime: LocalRuntime,
     growth = "x = []\nwhile True:\n    x.append(bytearray(64 << 20))\n"
     result = run(warm_runtime, tvm_envs[NEW_ENV], growth, memory_mb=1024)
     assert result.status == "oom", (result.message, result.log.stderr[-2000:])
+
+
+def test_a_claim_of_the_wrong_shape_is_the_case_s_error(warm_runtime: LocalRuntime,
+                                                        tvm_envs: dict[str, Environment]) -> None:
+    # An unknown status and a message that is no text: the result still validates, as an error.
+    forged = CLAIM.replace("'message': 'said by the case'", "'message': 123") % "bogus"
+    result = run(warm_runtime, tvm_envs[NEW_ENV], forged)
+    assert (result.status, result.error_type, result.message) == ("error", "Claimed", None)
+
+
+# The case writes FLOOD_MB pass events of 1 MiB of IR each to the harness's pipe (past every cap:
+# the supervisor's relay budget and the runtime's 64 MiB read of the events), then ends its own
+# way: its own result and exit must survive the flood.
+FLOOD_MB = 80
+FLOOD = ("import json, os, stat\n"
+         "ir = 'x' * (1 << 20)\n"
+         "pipes = [fd for fd in range(3, 1600) if _is_fifo(fd)]\n"
+         f"for index in range({FLOOD_MB}):\n"
+         "    line = json.dumps({'event': 'pass', 'index': index, 'name': 'Forged',\n"
+         "                       'seconds': 0.0, 'functions': [{'name': 'f', 'kind': 'PrimFunc'}],\n"
+         "                       'ir': ir}) + '\\n'\n"
+         "    for fd in pipes:\n"
+         "        os.write(fd, line.encode())\n")
+IS_FIFO = ("import os, stat\n"
+           "def _is_fifo(fd):\n"
+           "    try:\n"
+           "        return stat.S_ISFIFO(os.fstat(fd).st_mode)\n"
+           "    except OSError:\n"
+           "        return False\n")
+
+
+@pytest.mark.parametrize(("ending", "status", "error_type"), [
+    ("raise RuntimeError('its own failure')\n", "error", "RuntimeError"),
+    ("print('its own end')\n", "ok", None),
+])
+def test_a_run_that_floods_ir_snapshots_keeps_its_own_result(
+        ending: str, status: str, error_type: str | None, warm_runtime: LocalRuntime,
+        tvm_envs: dict[str, Environment]) -> None:
+    result = run(warm_runtime, tvm_envs[NEW_ENV], IS_FIFO + FLOOD + ending, timeout_s=60)
+    assert (result.status, result.error_type) == (status, error_type), (
+        result.message, result.log.stderr[-2000:])
+    stored_ir = sum(len(p.ir) for p in result.passes)
+    assert 0 < stored_ir <= RUN_IR_CAP + len(result.passes) * len(IR_NOT_KEPT) + 200
+    assert "IR not stored" in result.passes[-1].ir
