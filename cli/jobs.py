@@ -97,11 +97,14 @@ def compare_command(job_id: str, a: str, b: str, server: str | None) -> None:
 
 @click.command("cancel")
 @click.argument("job_id")
+@click.option("--token", default=None,
+              help="The job's cancel token (default: the one kept when this machine "
+                   "submitted the job, under TVMREPRO_HOME/cancel-tokens).")
 @server_option
 @reports_errors
-def cancel_command(job_id: str, server: str | None) -> None:
-    """Cancel a job's runs that have no result yet."""
-    done = connect(server).cancel(job_id)
+def cancel_command(job_id: str, token: str | None, server: str | None) -> None:
+    """Cancel a job's runs that have no result yet (only its submitter can: see --token)."""
+    done = connect(server).cancel(job_id, token)
     click.echo(f"job {done.id}: {done.cancelled_runs} run(s) cancelled")
 
 

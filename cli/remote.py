@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -158,8 +161,11 @@ class ApiClient:
         raise ServiceError(f"HTTP {response.status_code}: {message}")
 
     def submit(self, body: dict[str, Any]) -> JobView:
-        """POST a job; the job as the service stored it."""
-        return _validated(JobView, self._call("POST", "/api/v1/jobs", json=body), "POST /jobs")
+        """POST a job; the job as the service stored it. Its cancel token (given this once)
+        is kept under TVMREPRO_HOME, for `tvmrepro cancel JOB`."""
+        job = _validated(JobView, self._call("POST", "/api/v1/jobs", json=body), "POST /jobs")
+        keep_cancel_token(job)
+        return job
 
     def job(self, job_id: str) -> JobView:
         """A job with runs and matrix."""
@@ -186,10 +192,18 @@ class ApiClient:
         answer = self._call("GET", "/api/v1/jobs", params={"limit": limit, "offset": offset})
         return _validated(JobList, answer, "GET /jobs")
 
-    def cancel(self, job_id: str) -> Cancelled:
-        """Cancel a job's runs that have no result yet."""
+    def cancel(self, job_id: str, token: str | None = None) -> Cancelled:
+        """Cancel a job's runs that have no result yet, with its cancel token: `token`, else
+        the one kept when this machine submitted it (BadInput naming --token if none)."""
+        token = token or kept_cancel_token(job_id)
+        if not token:
+            raise BadInput("--token", f"no cancel token of job {job_id} is kept here "
+                                      f"({cancel_token_file(job_id)}): only whoever submitted "
+                                      "a job can cancel it, with the cancel_token its "
+                                      "submission answered")
         path = f"/api/v1/jobs/{job_id}"
-        return _validated(Cancelled, self._call("DELETE", path), f"DELETE {path}")
+        return _validated(Cancelled, self._call("DELETE", path, headers={CANCEL_HEADER: token}),
+                          f"DELETE {path}")
 
     def run_part(self, job_id: str, run_id: str, part: str) -> dict[str, Any]:
         """A run's log or IR (part: 'log' or 'ir')."""
@@ -201,6 +215,42 @@ class ApiClient:
         path = f"/api/v1/jobs/{job_id}/compare"
         return _validated(Comparison, self._call("GET", path, params={"a": a, "b": b}),
                           f"GET {path}")
+
+
+CANCEL_HEADER = "X-Cancel-Token"
+CANCEL_TOKENS = "cancel-tokens"  # under TVMREPRO_HOME: one file per job this machine submitted
+_JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def cancel_token_file(job_id: str) -> Path:
+    """Where the cancel token of a job submitted from here is kept."""
+    if not _JOB_ID.fullmatch(job_id):
+        raise BadInput("JOB", f"{job_id!r} is not a job id")
+    return Settings.from_env().home / CANCEL_TOKENS / job_id
+
+
+def keep_cancel_token(job: JobView) -> None:
+    """Keep a submitted job's cancel token (readable by this user only); a home that cannot
+    be written is said on stderr, the job goes on."""
+    if not job.cancel_token:
+        return
+    path = cancel_token_file(job.id)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(job.cancel_token)
+    except OSError as exc:
+        error_console().print(f"could not keep job {job.id}'s cancel token in {path} "
+                              f"({exc.strerror}); it is {job.cancel_token}", highlight=False)
+
+
+def kept_cancel_token(job_id: str) -> str | None:
+    """The cancel token kept when this machine submitted the job, or None."""
+    try:
+        return cancel_token_file(job_id).read_text().strip() or None
+    except OSError:
+        return None
 
 
 def _describe(run: RunView) -> str:
@@ -244,8 +294,11 @@ def resumable(client: ApiClient, job_id: str, as_json: bool) -> Iterator[None]:
     try:
         yield
     except (ServiceError, KeyboardInterrupt):
+        cancel = f"tvmrepro cancel {job_id}" + (f" --server {client.server}"
+                                                 if client.service.explicit else "")
         error_console().print(f"stopped waiting for job {job_id}; to wait for it again: "
-                              f"{resume_command(client, job_id, as_json)}", highlight=False)
+                              f"{resume_command(client, job_id, as_json)} (or to cancel "
+                              f"it: {cancel})", highlight=False)
         raise
 
 

@@ -8,12 +8,18 @@ from typing import Any
 
 from flask import Blueprint, Flask, Response, current_app, jsonify, request, url_for
 from pydantic import BaseModel
-from werkzeug.exceptions import HTTPException, RequestEntityTooLarge, UnsupportedMediaType
+from werkzeug.exceptions import (
+    ClientDisconnected,
+    HTTPException,
+    RequestEntityTooLarge,
+    RequestTimeout,
+    UnsupportedMediaType,
+)
 
 from service.hosts import AllowedHosts
-from service.jobs import JobService
+from service.jobs import CANCEL_HEADER, JobService
 from service.openapi import openapi_document
-from tvmrepro.errors import BadInput, NotServed
+from tvmrepro.errors import BadInput, Forbidden, NotServed
 from tvmrepro.models import ErrorBody, ErrorDetail, IRView
 from tvmrepro.report import render_report
 from tvmrepro.store import QueueFull
@@ -52,10 +58,19 @@ def _read_body() -> bytes:
     """The body, counted against the size cap whether or not it says its length (chunked)."""
     limit = current_app.config["MAX_CONTENT_LENGTH"]
     data = bytearray()
-    while chunk := request.stream.read(min(READ_CHUNK, limit + 1 - len(data))):
-        data += chunk
-        if len(data) > limit:
-            raise RequestEntityTooLarge()
+    try:
+        while chunk := request.stream.read(min(READ_CHUNK, limit + 1 - len(data))):
+            data += chunk
+            if len(data) > limit:
+                raise RequestEntityTooLarge()
+    except (TimeoutError, ClientDisconnected) as exc:
+        # The server's read timeout (service/server.py) ended a slow client's body; werkzeug
+        # reports a failed read as a disconnect, the timeout its context.
+        timeout = exc if isinstance(exc, TimeoutError) else exc.__context__
+        if not isinstance(timeout, TimeoutError):
+            raise
+        raise RequestTimeout(f"the request's body did not arrive in time: {timeout}; the "
+                             "connection is closed") from exc
     return bytes(data)
 
 
@@ -115,7 +130,7 @@ def list_jobs() -> tuple[Response, int]:
 @api.delete("/jobs/<job_id>")
 def cancel_job(job_id: str) -> tuple[Response, int]:
     """Cancel the runs of a job that have no result yet."""
-    cancelled = service().cancel(job_id)
+    cancelled = service().cancel(job_id, request.headers.get(CANCEL_HEADER))
     return answer(cancelled) if cancelled else error(404, f"no job {job_id!r}")
 
 
@@ -231,6 +246,10 @@ def register_errors(app: Flask) -> None:
     @app.errorhandler(BadInput)
     def _bad_input(exc: BadInput) -> tuple[Response, int]:
         return error(400, str(exc), exc.field or None)
+
+    @app.errorhandler(Forbidden)
+    def _forbidden(exc: Forbidden) -> tuple[Response, int]:
+        return error(403, str(exc), exc.field)
 
     @app.errorhandler(NotServed)
     def _not_served(exc: NotServed) -> tuple[Response, int]:

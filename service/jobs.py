@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
+import secrets
 import time
 import uuid
 from datetime import UTC, datetime
@@ -28,7 +31,7 @@ from service.narrowing import (
 from tvmrepro.cases import Case, bad_input, parse_case
 from tvmrepro.comparisons import compare
 from tvmrepro.environments import Catalog, Environment, default_catalog
-from tvmrepro.errors import BadInput, NotServed
+from tvmrepro.errors import BadInput, Forbidden, NotServed
 from tvmrepro.fanout import PlannedRun, fan_out
 from tvmrepro.lifecycle import RunState, cache_key
 from tvmrepro.models import (
@@ -47,11 +50,18 @@ from tvmrepro.models import (
 from tvmrepro.queue import broker_ping, make_celery, publish_run
 from tvmrepro.results import Result, Status
 from tvmrepro.rows import JobRow, RunRow
-from tvmrepro.settings import Settings
+from tvmrepro.settings import Settings, variable_name
 from tvmrepro.store import Store, open_store
 from tvmrepro.symbols import symbol_traces
 
 log = logging.getLogger(__name__)
+CANCEL_HEADER = "X-Cancel-Token"
+TOKEN_BYTES = 24  # 192 random bits
+
+
+def token_digest(token: str) -> str:
+    """What the store keeps of a cancel token: its SHA-256, hex."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _iso(seconds: float) -> str:
@@ -140,13 +150,20 @@ class JobService:
         return runs
 
     def submit(self, body: Any) -> JobView:
-        """Validate, store and enqueue a job; BadInput names the wrong field, QueueFull is 429."""
+        """Validate, store and enqueue a job; BadInput names the wrong field, QueueFull is 429.
+        The answer carries the job's cancel token, given this once (the store keeps its hash)."""
         request = self._request(body)
         refuse_other_kinds_fields(request)
-        if request.kind in ("reduce", "extract"):
-            return self._submit_narrowing(request)
-        if request.kind == "bisect":
-            return self._submit_bisect(request)
+        self.expire_waiting()  # runs that waited too long leave the queue before it is counted
+        submit = {"reduce": self._submit_narrowing, "extract": self._submit_narrowing,
+                  "bisect": self._submit_bisect}.get(request.kind, self._submit_run)
+        view = submit(request)
+        token = secrets.token_urlsafe(TOKEN_BYTES)
+        self.store.set_cancel_digest(view.id, token_digest(token))
+        return view.model_copy(update={"cancel_token": token})
+
+    def _submit_run(self, request: JobRequest) -> JobView:
+        """A run job: one run per variant and environment, from the cache where it can."""
         refuse_bisect_fields(request)
         case = self._case(request)
         envs = self._environments(request.environments)
@@ -212,6 +229,9 @@ class JobService:
         job = self.store.job(job_id)
         if job is None:
             return None
+        if self.expire_waiting(job.runs):  # read again with their results
+            job = self.store.job(job_id)
+            assert job is not None  # it was there a moment ago; jobs are never deleted
         job, bisect = (read_bisect(self.store, self.catalog, self._publish, job)
                        if job.kind == "bisect" else (job, None))
         comparisons = job.comparisons
@@ -274,10 +294,19 @@ class JobService:
         more = offset + len(jobs) < total
         return JobList(jobs=jobs, total=total, next_offset=offset + len(jobs) if more else None)
 
-    def cancel(self, job_id: str) -> Cancelled | None:
-        """End every run of the job that has no result as `infra_error` Cancelled (None: no job)."""
-        if self.store.job(job_id) is None:
+    def cancel(self, job_id: str, token: str | None) -> Cancelled | None:
+        """End every run of the job that has no result as `infra_error` Cancelled (None: no
+        job); Forbidden unless `token` is the job's cancel token (its submitter's)."""
+        if self.store.job(job_id, results=False) is None:
             return None
+        if not token:
+            raise Forbidden(f"cancelling job {job_id} needs its cancel token (the "
+                            f"'cancel_token' of the answer to its submission) in the "
+                            f"{CANCEL_HEADER} header", CANCEL_HEADER)
+        digest = self.store.cancel_digest(job_id)
+        if digest is None or not hmac.compare_digest(digest, token_digest(token)):
+            raise Forbidden(f"the {CANCEL_HEADER} given is not job {job_id}'s cancel token; "
+                            "only whoever submitted the job can cancel it", CANCEL_HEADER)
         cancelled = 0
         for run in self.store.unfinished_of(job_id):
             result = Result(environment=run.environment, variant=run.variant,
@@ -285,6 +314,23 @@ class JobService:
                             message="cancelled before it finished", signature="Cancelled")
             cancelled += self.store.finish(run.id, result)
         return Cancelled(id=job_id, cancelled_runs=cancelled)
+
+    def expire_waiting(self, runs: list[RunRow] | None = None) -> int:
+        """End as `infra_error` Expired every run that has waited for a worker longer than
+        TVMREPRO_WAIT_EXPIRY_S (of `runs`, or of the whole queue); how many it ended."""
+        before = time.time() - self.settings.wait_expiry_s
+        stale = (self.store.waiting_since(before) if runs is None else
+                 [run for run in runs if run.state == RunState.QUEUED and run.created_at < before])
+        expired = 0
+        for run in stale:
+            result = Result(
+                environment=run.environment, variant=run.variant, status=Status.INFRA_ERROR,
+                error_type="Expired", signature="Expired",
+                message=f"no worker took it within {self.settings.wait_expiry_s:g} s "
+                        f"({variable_name('wait_expiry_s')}); submit it again when a worker "
+                        f"serves {run.environment}")
+            expired += self.store.finish(run.id, result)
+        return expired
 
     def health(self) -> Health:
         """Whether the store and the broker answer."""

@@ -40,6 +40,7 @@ class Route:
     query: dict[str, str] = field(default_factory=dict)
     text: str | None = None  # a 200 that is text of this media type, not a model
     optional: tuple[str, ...] = ()  # query parameters that may be left out
+    headers: dict[str, str] = field(default_factory=dict)  # required request headers
 
 
 _JOB = "/api/v1/jobs/{job_id}"
@@ -53,8 +54,10 @@ ROUTES = (
           query={"limit": "jobs per page (1-200, default 20)", "offset": "jobs to skip"},
           optional=("limit", "offset"),
           responses={200: JobList, 400: ErrorBody}),
-    Route("delete", _JOB, "Cancel the runs of a job that have no result yet",
-          responses={200: Cancelled, 404: ErrorBody}),
+    Route("delete", _JOB, "Cancel the runs of a job that have no result yet (its submitter: "
+                          "the header X-Cancel-Token holds the cancel_token of the POST's answer)",
+          headers={"X-Cancel-Token": "the job's cancel token, as its submission answered"},
+          responses={200: Cancelled, 403: ErrorBody, 404: ErrorBody}),
     Route("get", _JOB, "A job: status, runs and the variant x environment matrix",
           responses={200: JobView, 404: ErrorBody}),
     Route("get", _RUN, "One run's full result (log and per-pass IR included)",
@@ -84,6 +87,8 @@ def _parameters(route: Route) -> list[dict[str, Any]]:
     params += [{"name": name, "in": "query", "required": name not in route.optional,
                 "description": text,
                 "schema": {"type": "string"}} for name, text in route.query.items()]
+    params += [{"name": name, "in": "header", "required": True, "description": text,
+                "schema": {"type": "string"}} for name, text in route.headers.items()]
     return params
 
 

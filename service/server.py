@@ -1,14 +1,110 @@
-"""Serving the API with gunicorn (threads in a few processes; each process makes its own app)."""
+"""Serving the API with gunicorn (threads in a few processes; each process makes its own app).
+
+gunicorn's threaded worker reads a request in the thread that answers it, and its `timeout`
+is a heartbeat of the worker process, not a limit on a client: a client that sends its body a
+byte at a time would hold a thread for as long as it likes, and a few such clients every
+thread. Here each request must arrive whole (line, headers, body) within the read timeout
+(TVMREPRO_READ_TIMEOUT_S) of its first byte, and every other blocking send or receive on a
+client's connection gives up after that long too: a slow client holds a thread at most that
+long, then its connection is closed (a body cut short is answered 408 first).
+"""
 
 from __future__ import annotations
 
+import logging
+import socket
+import time
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from tvmrepro.settings import Settings
 
 REQUEST_TIMEOUT_S = 60  # a request is short: the work happens in workers
+
+
+class ReadTimeout(TimeoutError):
+    """A client did not send its whole request within the read timeout."""
+
+
+class DeadlineSocket(socket.socket):
+    """A client's connection whose reads of one request end at a deadline, set by its first
+    read (`start_request` clears it for the next request); no blocking call waits for ever."""
+
+    read_timeout_s: float = 10.0
+    deadline: float | None = None
+
+    @classmethod
+    def adopt(cls, sock: socket.socket, read_timeout_s: float) -> DeadlineSocket:
+        """This class's socket on the same connection (the old object lets go of it)."""
+        adopted = cls(sock.family, sock.type, sock.proto, fileno=sock.detach())
+        adopted.read_timeout_s = read_timeout_s
+        return adopted
+
+    def start_request(self) -> None:
+        """A new request: its deadline starts with its first read."""
+        self.deadline = None
+
+    def setblocking(self, flag: bool) -> None:
+        """Blocking means: for at most the read timeout at a time."""
+        super().settimeout(self.read_timeout_s if flag else 0.0)
+
+    def settimeout(self, value: float | None) -> None:
+        """As socket.settimeout, but never without a bound."""
+        super().settimeout(self.read_timeout_s if value is None else value)
+
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        """socket.recv, giving up (ReadTimeout) at the request's deadline."""
+        now = time.monotonic()
+        if self.deadline is None:
+            self.deadline = now + self.read_timeout_s
+        remaining = self.deadline - now
+        if remaining <= 0:
+            raise ReadTimeout(f"the request did not arrive within {self.read_timeout_s:g} s")
+        before = self.gettimeout()
+        if before != 0.0:  # a non-blocking read (the poller's) stays non-blocking
+            super().settimeout(remaining if before is None else min(before, remaining))
+        try:
+            return super().recv(bufsize, flags)
+        except TimeoutError:
+            raise ReadTimeout(f"the request did not arrive within {self.read_timeout_s:g} s") \
+                from None
+        finally:
+            super().settimeout(before)
+
+
+class _QuietTimeouts(logging.Filter):
+    """One line, not a traceback, for a connection closed because its request was too slow."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, ReadTimeout):
+            record.msg, record.args = "closed a slow client's connection: %s", (exc,)
+            record.exc_info, record.exc_text, record.levelno = None, None, logging.INFO
+            record.levelname = "INFO"
+        return True
+
+
+class ReadTimeoutWorker(ThreadWorker):
+    """gunicorn's threaded worker, its client connections made DeadlineSockets."""
+
+    def init_process(self) -> None:
+        """Quiet read timeouts in the error log, then run as gunicorn's threaded worker."""
+        self.log.error_log.addFilter(_QuietTimeouts())
+        super().init_process()
+
+    def enqueue_req(self, conn: TConn) -> None:
+        """Hand a connection to a thread; a new one becomes a DeadlineSocket first."""
+        if not isinstance(conn.sock, DeadlineSocket):
+            conn.sock = DeadlineSocket.adopt(conn.sock, self.app.settings.read_timeout_s)
+        super().enqueue_req(conn)
+
+    def handle(self, conn: TConn) -> Any:
+        """One request of a connection, within its own read deadline."""
+        if isinstance(conn.sock, DeadlineSocket):
+            conn.sock.start_request()
+        return super().handle(conn)
 
 
 class Server(BaseApplication):
@@ -26,7 +122,7 @@ class Server(BaseApplication):
             "bind": f"{self.host}:{self.port}",
             "workers": self.settings.api_workers,
             "threads": self.settings.api_threads,
-            "worker_class": "gthread",
+            "worker_class": f"{__name__}.ReadTimeoutWorker",  # gthread with a read timeout
             "timeout": REQUEST_TIMEOUT_S,
             "accesslog": None,
             "errorlog": "-",

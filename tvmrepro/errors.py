@@ -46,6 +46,14 @@ class NotServed(ReproError):
         self.env_ids, self.field = env_ids, field
 
 
+class Forbidden(ReproError):
+    """The request may not do this (HTTP 403): e.g. a cancel without the job's cancel token."""
+
+    def __init__(self, problem: str, field: str) -> None:
+        super().__init__(problem)
+        self.problem, self.field = problem, field
+
+
 class ProvisionError(ReproError):
     """A pinned environment could not be created."""
 

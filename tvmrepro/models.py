@@ -209,6 +209,10 @@ class JobView(BaseModel):
     symbols: list[SymbolTrace] = Field(
         default_factory=list, description="every global function an error names, followed "
                                           "through the passes of each variant and environment")
+    cancel_token: str | None = Field(
+        default=None, description="in the answer to POST only: the token that DELETE "
+                                  "/api/v1/jobs/<id> needs (header X-Cancel-Token) to cancel "
+                                  "the job; the service keeps only its hash")
 
 
 class JobSummary(BaseModel):

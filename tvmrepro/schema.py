@@ -39,6 +39,8 @@ jobs = sa.Table(
     sa.Column("variants", sa.JSON, nullable=False),
     sa.Column("bypass_cache", sa.Boolean, nullable=False, default=False),
     sa.Column("created_at", sa.Float, nullable=False),
+    # SHA-256 (hex) of the token that DELETE must bring; null: no token cancels the job.
+    sa.Column("cancel_digest", sa.String(64), nullable=True),
 )
 
 runs = sa.Table(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -30,11 +31,14 @@ log = logging.getLogger(__name__)
 
 
 class QueueFull(ReproError):
-    """Admitting the job would put more runs in the queue than the cap allows (HTTP 429)."""
+    """Admitting the job would put more runs in an environment's queue than the cap allows
+    (HTTP 429). The cap is per environment: runs waiting for an environment that no worker
+    serves fill that environment's queue only."""
 
-    def __init__(self, waiting: int, cap: int) -> None:
-        super().__init__(f"the queue holds {waiting} waiting runs (cap {cap}); retry later")
-        self.waiting, self.cap = waiting, cap
+    def __init__(self, waiting: int, cap: int, environment: str) -> None:
+        super().__init__(f"the queue of {environment} holds {waiting} waiting runs (cap {cap} "
+                         "per environment); retry later")
+        self.waiting, self.cap, self.environment = waiting, cap, environment
 
 
 def open_store(url: str, pooled: bool = True) -> Store:
@@ -58,7 +62,7 @@ class Store(WorkerRegistry, BisectionRows):
 
     def submit(self, job: JobRow, new_runs: list[RunRow], cap: int) -> None:
         """Store a job and its runs in one transaction, or raise QueueFull storing nothing."""
-        waiting_new = sum(1 for run in new_runs if run.state == RunState.QUEUED)
+        waiting_new = any(run.state == RunState.QUEUED for run in new_runs)
         # Every run came from the cache: the job is finished as stored, its comparisons with it.
         settled = bool(new_runs) and all(run.done for run in new_runs)
         found = self._compared(job.model_copy(update={"runs": new_runs})) if settled else None
@@ -67,14 +71,26 @@ class Store(WorkerRegistry, BisectionRows):
             conn.execute(t.admission.update().where(t.admission.c.id == 1)
                          .values(tickets=t.admission.c.tickets + 1))
             if waiting_new:
-                waiting = self._count_waiting(conn)
-                if waiting + waiting_new > cap:
-                    raise QueueFull(waiting, cap)
+                self._admit(conn, new_runs, cap)
             conn.execute(t.jobs.insert().values(**job.columns()))
             if new_runs:
                 conn.execute(t.runs.insert(), [run.columns() for run in new_runs])
             if found is not None:
                 self._insert_comparisons(conn, job.id, found, len(new_runs))
+
+    @staticmethod
+    def _admit(conn: Connection, new_runs: list[RunRow], cap: int) -> None:
+        """QueueFull unless every environment's waiting runs, the new ones counted, stay
+        within the cap."""
+        new = Counter(run.environment for run in new_runs if run.state == RunState.QUEUED)
+        query = (sa.select(t.runs.c.environment, sa.func.count())
+                 .where(t.runs.c.state == RunState.QUEUED.value,
+                        t.runs.c.environment.in_(sorted(new)))
+                 .group_by(t.runs.c.environment))
+        waiting = {env_id: int(n) for env_id, n in conn.execute(query)}
+        for env_id, count in sorted(new.items()):
+            if waiting.get(env_id, 0) + count > cap:
+                raise QueueFull(waiting.get(env_id, 0), cap, env_id)
 
     @staticmethod
     def _count_waiting(conn: Connection) -> int:
@@ -121,6 +137,27 @@ class Store(WorkerRegistry, BisectionRows):
             with self._write() as conn:
                 conn.execute(t.runs.update().where(t.runs.c.id.in_(run_ids))
                              .values(published_at=at))
+
+    def set_cancel_digest(self, job_id: str, digest: str) -> None:
+        """Record the SHA-256 (hex) of the token that cancels the job (as it is submitted)."""
+        with self._write() as conn:
+            conn.execute(t.jobs.update().where(t.jobs.c.id == job_id)
+                         .values(cancel_digest=digest))
+
+    def cancel_digest(self, job_id: str) -> str | None:
+        """The SHA-256 (hex) of the job's cancel token (None: no job, or one without)."""
+        query = sa.select(t.jobs.c.cancel_digest).where(t.jobs.c.id == job_id)
+        with self.engine.connect() as conn:
+            found: str | None = conn.execute(query).scalar_one_or_none()
+        return found
+
+    def waiting_since(self, before: float) -> list[RunRow]:
+        """Runs still waiting for a worker that were stored before `before` (to expire)."""
+        query = (sa.select(t.runs).where(t.runs.c.state == RunState.QUEUED.value,
+                                         t.runs.c.created_at < before)
+                 .order_by(t.runs.c.created_at))
+        with self.engine.connect() as conn:
+            return [RunRow.model_validate(dict(r)) for r in conn.execute(query).mappings()]
 
     # Reading ------------------------------------------------------------------
 

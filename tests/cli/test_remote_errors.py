@@ -75,8 +75,8 @@ def test_a_full_queue_is_a_failure_to_retry_later(server: str, tmp_path: Path) -
     second = tvmrepro("run", script(tmp_path, "b.py", "print('b')\n"), "--env", NEW_ENV,
                       "--queue", "--no-wait", "--server", server)
     assert second.exit_code == 1, second.output
-    assert said(second) == ("error: HTTP 429: the queue holds 1 waiting runs (cap 1); "
-                            "retry later")
+    assert said(second) == (f"error: HTTP 429: the queue of {NEW_ENV} holds 1 waiting runs "
+                            "(cap 1 per environment); retry later")
     listed = tvmrepro("jobs", "--server", server)
     assert [line.split()[0] for line in listed.stdout.splitlines()] == [job_id]  # none stored
 
@@ -139,3 +139,25 @@ def test_without_a_server_a_live_up_on_the_home_is_asked(server: str, tmp_path: 
             f"service {server} (announced by the `tvmrepro up` on this TVMREPRO_HOME "
             f"({home / 'up.json'}); --server or TVMREPRO_SERVER to choose another) "
             f"job {submitted.stdout.strip()} at {server}")
+
+
+def test_cancel_uses_the_token_kept_at_submission(server: str, tmp_path: Path) -> None:
+    mine = {"TVMREPRO_HOME": str(tmp_path / "mine")}
+    submitted = tvmrepro("run", script(tmp_path, "a.py", "print('a')\n"), "--env", NEW_ENV,
+                         "--queue", "--no-wait", "--server", server, env=mine)
+    assert submitted.exit_code == 0, submitted.output
+    job_id = submitted.stdout.strip()
+    kept = tmp_path / "mine" / "cancel-tokens" / job_id
+    assert (kept.stat().st_mode & 0o777) == 0o600 and len(kept.read_text()) >= 32
+    # Another machine (another home) has no token: told what is missing; a wrong one is 403.
+    other = tvmrepro("cancel", job_id, "--server", server,
+                     env={"TVMREPRO_HOME": str(tmp_path / "other")})
+    assert other.exit_code == 2 and said(other).startswith(
+        f"error: --token: no cancel token of job {job_id} is kept here"), said(other)
+    wrong = tvmrepro("cancel", job_id, "--token", "guessed", "--server", server, env=mine)
+    assert wrong.exit_code == 1 and "HTTP 403" in said(wrong) and "X-Cancel-Token" in said(wrong)
+    done = tvmrepro("cancel", job_id, "--server", server, env=mine)
+    assert done.exit_code == 0 and done.stdout == f"job {job_id}: 1 run(s) cancelled\n", said(done)
+    again = tvmrepro("cancel", job_id, "--token", kept.read_text(), "--server", server,
+                     env={"TVMREPRO_HOME": str(tmp_path / "other")})
+    assert again.exit_code == 0 and "0 run(s) cancelled" in again.stdout

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ from werkzeug.serving import make_server
 
 from service.app import create_app
 from service.hosts import AllowedHosts
+from tests.service.stack import Backend, Stack
 from tests.service.test_api import SMALL_LIMIT, app, client, job, post  # noqa: F401  # fixtures
 from tvmrepro.settings import Settings
 
@@ -158,3 +162,70 @@ def test_a_deployment_names_its_hosts(tmp_path: Path) -> None:
     assert wildcard.allows(socket.gethostname()) and not wildcard.allows("0.0.0.0")
     anything = AllowedHosts.of(settings.model_copy(update={"allowed_hosts": "*"}))
     assert anything.allows("attacker.example")
+
+
+READ_TIMEOUT_S = 2  # the slow-client test's API: a request must arrive whole within this
+
+
+@pytest.fixture
+def api_only(tmp_path: Path) -> Iterator[Stack]:
+    """The API alone (gunicorn, as served), with a short read timeout."""
+    home = tmp_path / "home"
+    home.mkdir()
+    running = Stack(Backend("embedded"), home, TVMREPRO_READ_TIMEOUT_S=str(READ_TIMEOUT_S))
+    try:
+        running.start_api()
+        yield running
+    finally:
+        running.close()
+
+
+def _slow_client(port: int, head: bytes, done: threading.Event) -> tuple[float, bytes]:
+    """Send `head`, then one byte every 0.3 s until the server closes the connection (or
+    `done`); how long the server kept it open and what it answered."""
+    started = time.monotonic()
+    answer = b""
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(head)
+        sock.settimeout(0.3)
+        while not done.is_set():
+            try:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+            except TimeoutError:
+                with contextlib.suppress(OSError):
+                    sock.sendall(b" ")
+            except OSError:  # reset: closed as well
+                break
+    return time.monotonic() - started, answer
+
+
+def test_slow_clients_do_not_starve_the_others(api_only: Stack) -> None:
+    # Ten clients send their bodies a byte at a time (more than the API's 8 threads), two
+    # their headers: each holds a thread until the read timeout, then is closed (a body cut
+    # short with a 408); /healthz answers all the while.
+    body = (b"POST /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
+            b"\r\nContent-Length: 100000\r\n\r\n{\"case\": ")
+    header = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+    done = threading.Event()
+    with ThreadPoolExecutor(12) as pool:
+        slow = [pool.submit(_slow_client, api_only.port, head, done)
+                for head in [body] * 10 + [header] * 2]
+        time.sleep(0.5)
+        try:
+            for _ in range(4):  # while they trickle (they would for ever, unless closed)
+                health = httpx.get(f"{api_only.url}/healthz", timeout=4 * READ_TIMEOUT_S)
+                assert health.status_code == 200, health.text
+                time.sleep(0.5)
+            closed = [future.result(timeout=6 * READ_TIMEOUT_S) for future in slow]
+        finally:
+            done.set()
+    for held, answer in closed:
+        assert held < 4 * READ_TIMEOUT_S, (held, answer)
+    for _, answer in closed[:10]:
+        assert answer.startswith(b"HTTP/1.1 408 "), answer
+        assert f"did not arrive within {READ_TIMEOUT_S} s".encode() in answer, answer
+    assert [answer for _, answer in closed[10:]] == [b"", b""]  # headers never finished
+    assert "Traceback" not in api_only.logs()

@@ -131,11 +131,13 @@ def test_past_the_queue_cap_429_and_nothing_half_stored(fake_stack: Stack,
                          bypass_cache=True)  # two runs a job
     responses = post_all(stack, [body] * 20)
     codes = sorted(r.status_code for r in responses)
-    assert codes == [202] * 5 + [429] * 15, codes  # 5 jobs x 2 runs fill the cap of 10
+    # The cap is per environment: 10 jobs x 1 run in each of the two fill both queues of 10.
+    assert codes == [202] * 10 + [429] * 10, codes
     refused = next(r for r in responses if r.status_code == 429)
-    assert refused.json()["error"]["status"] == 429 and "cap 10" in refused.json()["error"]["message"]
+    assert refused.json()["error"]["status"] == 429
+    assert "(cap 10 per environment)" in refused.json()["error"]["message"]
     assert refused.headers["Retry-After"]
-    assert counts(stack) == {"jobs": 5, "runs": 10, "results": 0}
+    assert counts(stack) == {"jobs": 10, "runs": 20, "results": 0}
 
     too_big = founding_body(founding_case, [OLD_ENV, NEW_ENV] * 3, bypass_cache=True)
     too_big["case"] = {**founding_case, "variants": [
@@ -148,7 +150,7 @@ def test_past_the_queue_cap_429_and_nothing_half_stored(fake_stack: Stack,
     accepted = [r.json()["id"] for r in responses if r.status_code == 202]
     for job_id in accepted:
         assert stack.wait(job_id)["status"] == "done"
-    assert counts(stack) == {"jobs": 5, "runs": 10, "results": 10}
+    assert counts(stack) == {"jobs": 10, "runs": 20, "results": 20}
     room = stack.http.post("/api/v1/jobs", json=body)  # room again
     assert room.status_code == 202
     assert stack.wait(room.json()["id"])["status"] == "done"

@@ -253,6 +253,34 @@ def test_since_when_posts_a_bisect_job(browser: Any, stack: Stack) -> None:
     assert [p["verdict"] for p in found["bisect"]["probes"]] == ["bad", "bad"]
 
 
+def test_the_submitting_browser_cancels_its_job(browser: Any, stack: Stack) -> None:
+    open_case_page(browser, stack)
+    one(browser, "input[name=mode][value=script]").click()
+    paste_into_editor(browser, "import time\ntime.sleep(15)\n")
+    pick_environments(browser, {NEW_ENV})
+    one(browser, "#submit").click()
+    wait_for(browser, lambda d: "/jobs/" in d.current_url, "the job's page")
+    job_id = browser.current_url.rstrip("/").split("/")[-1]
+    key = f"tvmrepro.cancel-token.{job_id}"
+    token = browser.execute_script("return localStorage.getItem(arguments[0])", key)
+    assert token and len(token) >= 32  # kept from the answer to the page's POST
+    # Another browser (one without the token) is offered no cancel button.
+    browser.execute_script("localStorage.removeItem(arguments[0])", key)
+    browser.refresh()
+    wait_for(browser, lambda d: one(d, "#job-status").text != "loading\u2026", "the job")
+    assert not by_css(browser, "#cancel-job")[0].is_displayed()
+    browser.execute_script("localStorage.setItem(arguments[0], arguments[1])", key, token)
+    browser.refresh()
+    wait_for(browser, lambda d: one(d, "#cancel-job").is_displayed(), "the cancel button")
+    one(browser, "#cancel-job").click()
+    wait_for(browser, lambda d: one(d, "#cancel-status").text == "cancelled 1 run",
+             "the cancel's answer")
+    job = stack.http.get(f"/api/v1/jobs/{job_id}").json()
+    assert job["status"] == "failed" and job["runs"][0]["result"]["error_type"] == "Cancelled"
+    wait_for(browser, lambda d: not by_css(d, "#cancel-job")[0].is_displayed(), "the button gone")
+    assert script_errors(browser) == []
+
+
 def test_pages_answer_without_a_browser(stack: Stack) -> None:
     missing = stack.http.get("/jobs/no-such-job")
     assert missing.status_code == 404 and "No job" in missing.text

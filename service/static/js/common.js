@@ -54,7 +54,20 @@ export async function api(path, options = {}) {
     throw new ApiError(response.status, detail ? detail.message : `HTTP ${response.status}: ${text.slice(0, 200)}`,
                        detail ? detail.field : null);
   }
+  if (data && typeof data.id === "string" && typeof data.cancel_token === "string") keepCancelToken(data);
   return data;
+}
+
+const tokenKey = (jobId) => `tvmrepro.cancel-token.${jobId}`;
+
+/** Keep a submitted job's cancel token (given once, in the answer to its POST) in this browser. */
+function keepCancelToken(job) {
+  try { localStorage.setItem(tokenKey(job.id), job.cancel_token); } catch { /* storage off: no cancel here */ }
+}
+
+/** The cancel token this browser kept for a job it submitted, or null. */
+export function cancelToken(jobId) {
+  try { return localStorage.getItem(tokenKey(jobId)); } catch { return null; }
 }
 
 /** The CSS class of a status (or of a state while there is no status yet). */

@@ -1,6 +1,6 @@
 // A job's page: the matrix (live while runs finish), groups, IR diffs, a cell's details, the report.
 import { openCell } from "./cell.js";
-import { api, el, fill, statusClass, when } from "./common.js";
+import { api, cancelToken, el, fill, statusClass, when } from "./common.js";
 import { reportMarkdown } from "./report.js";
 import { narrowButton, renderNarrowing } from "./narrow.js";
 import { renderBisect, startBisect } from "./timeline.js";
@@ -128,6 +128,25 @@ function renderHead(job) {
   }
 }
 
+/** The cancel button: shown while runs wait or run, to the browser that submitted the job. */
+function renderCancel(job) {
+  $("cancel-job").hidden = finished(job) || !cancelToken(job.id);
+}
+
+async function cancelJob() {
+  const token = cancelToken(jobId);
+  if (!token) return fill($("cancel-status"), "only the browser that submitted this job can cancel it");
+  $("cancel-job").disabled = true;
+  try {
+    const done = await api(base, { method: "DELETE", headers: { "X-Cancel-Token": token } });
+    fill($("cancel-status"), `cancelled ${done.cancelled_runs} run${done.cancelled_runs === 1 ? "" : "s"}`);
+  } catch (exc) {
+    fill($("cancel-status"), exc.message);
+  } finally {
+    $("cancel-job").disabled = false;
+  }
+}
+
 function showError(message) {
   const box = $("job-error");
   box.hidden = !message;
@@ -155,6 +174,7 @@ async function copyReport() {
 function render(job) {
   state.job = job;
   renderHead(job);
+  renderCancel(job);
   renderMatrix(job.matrix);
   renderComparisons(job.matrix);
   renderBisect(job, $("bisect-panel"), $("bisect-summary"), $("timeline"));
@@ -176,6 +196,7 @@ async function load() {
   state.poll = Math.min(MAX_POLL_MS, state.poll * 1.1);
 }
 
+$("cancel-job").addEventListener("click", () => cancelJob());
 $("copy-report").addEventListener("click", () => copyReport().catch((exc) => fill($("copy-status"), exc.message)));
 $("since-when").addEventListener("click", () => startBisect(state.job, $("bisect-variant").value,
   $("bisect-oracle").value, $("bisect-error")));
