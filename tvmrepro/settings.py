@@ -120,6 +120,9 @@ class Settings(BaseModel):
     claim_grace_s: float = Field(default=CLAIM_GRACE_S, ge=0)
     warm_sandboxes: int = Field(default=WARM_SANDBOXES, ge=0)
     warm_idle_s: float = Field(default=WARM_IDLE_S, gt=0)
+    # apache/tvm's history for the commit windows and suspects of bisections: a commit index
+    # (JSON lines), a git repository, or a URL cloned once into the home (tvmrepro.history).
+    tvm_history: str | None = None
     # The local runtime gives each run a cgroup of its own (memory, CPU share, processes) where
     # it can (worker/runtimes/cgroup.py); 0 turns that off.
     run_cgroups: bool = True
