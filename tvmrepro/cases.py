@@ -7,7 +7,7 @@ import json
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -15,6 +15,9 @@ from tvmrepro.errors import BadInput
 from tvmrepro.settings import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, MAX_MEMORY_MB, MAX_TIMEOUT_S
 
 SCRIPT_VARIANT = "script"
+# The source of a case whose module comes as tvm.ir.save_json text (`module_json`): the harness
+# defines MODULE_JSON before it runs.
+JSON_MODULE_SOURCE = "import tvm\n\nModule = tvm.ir.load_json(MODULE_JSON)\n"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
@@ -110,6 +113,15 @@ class Case(BaseModel):
     inputs: Inputs = Field(default_factory=Inputs)
     timeout_s: int = Field(default=DEFAULT_TIMEOUT_S, ge=1, le=MAX_TIMEOUT_S)
     memory_mb: int = Field(default=DEFAULT_MEMORY_MB, ge=256, le=MAX_MEMORY_MB)
+    # The module as tvm.ir.save_json wrote it, where its TVMScript does not parse back; the
+    # source then reads it (MODULE_JSON), by default JSON_MODULE_SOURCE.
+    module_json: str | None = None
+    # The build, as relax.build takes it: the VM's exec mode, each pipeline by name (None: no
+    # pipeline), and the PassContext's config around the passes and the build.
+    exec_mode: Literal["bytecode", "compiled"] = "bytecode"
+    relax_pipeline: str | None = "default"
+    tir_pipeline: str | None = "default"
+    pass_config: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
     @field_validator("source", "script")
     @classmethod
@@ -132,6 +144,8 @@ class Case(BaseModel):
             if self.source is not None or self.variants is not None:
                 raise ValueError("give either 'script' or 'source' with 'variants', not both")
             return self
+        if self.source is None and self.module_json is not None:
+            self.source = JSON_MODULE_SOURCE
         if self.source is None:
             raise ValueError("missing 'source' (TVMScript defining an IRModule) or 'script'")
         if not self.variants:

@@ -11,16 +11,29 @@ passes that ran directly inside it; where one of those cannot be named
 either, the case starts at the innermost pass that raised. The
 case is then run as it is: it reproduces the script only if it gives the same
 signature, and the answer says whether it did.
+
+The module must come back as the failing release parses it: the harness prints
+each recorded module and parses the text back at once. Where it does not parse
+(a PrimFunc whose buffer shapes name symbolic variables the printer does not
+declare), the module comes from, in order: another release's printer (the
+module's tvm.ir.save_json text loaded and printed there, then parsed here), or
+the save_json text itself as the case's `module_json`. The answer's `module_from`
+says which. A module that is not well formed is carried with its decorator's
+check off (`@I.ir_module(check_well_formed=False)`), and the case's title and
+notes say so. A build keeps the script's own options (`exec_mode`,
+`relax_pipeline`, `tir_pipeline`) and the PassContext's config.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
-from tvmrepro.cases import Case, parse_case
-from tvmrepro.environments import Environment
+from tvmrepro.cases import JSON_MODULE_SOURCE, Case, parse_case
+from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.results import Status
 from worker.runner import assemble_result, harness_case, run_variant
@@ -54,6 +67,26 @@ def failing_step(result: dict[str, Any], steps: list[dict[str, Any]]) -> dict[st
     if not found or (kind == "pass" and steps[-1]["kind"] != "pass"):
         raise CannotExtract(f"the script fails at stage {stage}, but its module was not recorded")
     return found[-1]
+
+
+def _build_fields(build: dict[str, Any] | None,
+                  failing: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The case's build options and PassContext config, as the script had them."""
+    fields: dict[str, Any] = {}
+    notes: list[str] = []
+    options = (build or {}).get("options") or {}
+    for key in ("exec_mode", "relax_pipeline", "tir_pipeline"):
+        if key in options:
+            fields[key] = options[key]
+    if fields.get("exec_mode") not in (None, "bytecode", "compiled"):
+        notes.append(f"exec_mode {fields.pop('exec_mode')!r} is no mode a case can name: "
+                     "left at bytecode")
+    notes += [f"{key} was given as a Pass object, which a case cannot carry: left at 'default'"
+              for key in options.get("unnamed", [])]
+    config = failing.get("config") or {}
+    if config:
+        fields["pass_config"] = config
+    return fields, notes
 
 
 def _pass_spec(step: dict[str, Any]) -> dict[str, Any] | str:
@@ -115,8 +148,15 @@ def case_from_steps(script: Case, result: dict[str, Any], steps: list[dict[str, 
     notes += [f"{c['name']} (in {step['name']}) is no pass a case can name: left out"
               for step in chained for c in step.get("children") or []
               if not step.get("resolvable", True) and not c.get("resolvable")]
+    build_fields, build_notes = _build_fields(build, failing)
+    notes += build_notes
+    title = f"{script.title or 'script'}: extracted at {result['stage']}"
+    if not start.get("well_formed", True):
+        title += " (module not well formed)"
+        notes.append("the module is not well formed (as the script's own passes left it): it is "
+                     "carried with @I.ir_module(check_well_formed=False)")
     case = {
-        "title": f"{script.title or 'script'}: extracted at {result['stage']}",
+        "title": title,
         "source": start["ir"],
         "module": "Module",
         "variants": [{"name": EXTRACTED_VARIANT, "passes": [_pass_spec(p) for p in passes]}],
@@ -125,8 +165,48 @@ def case_from_steps(script: Case, result: dict[str, Any], steps: list[dict[str, 
         "entry": None,
         "timeout_s": script.timeout_s,
         "memory_mb": script.memory_mb,
+        **build_fields,
     }
+    if start.get("parse_error"):  # the fallbacks, for module_form to choose from
+        case["parse_error"] = start["parse_error"]
+        if start.get("ir_json"):
+            case["module_json"] = start["ir_json"]
+        case["start_step"] = [start.get("index", "inner"), start["name"]]
+        for name in start.get("defined_as") or []:
+            own = script_module_source(script.script or "", name)
+            if own is not None:
+                case["script_module"] = [name, own]
+                break
     return case, notes
+
+
+def script_module_source(script: str, name: str | None) -> str | None:
+    """The script's own source of its top-level module class `name` (a name bound by an
+    assignment may have been bound again since), after the script's imports, functions and
+    classes before it."""
+    if not name:
+        return None
+    try:
+        tree = ast.parse(script)
+    except (SyntaxError, ValueError):
+        return None
+    lines = script.splitlines()
+
+    def text(node: ast.stmt) -> str:
+        decorators = getattr(node, "decorator_list", [])
+        start = min([node.lineno] + [d.lineno for d in decorators])
+        return "\n".join(lines[start - 1:node.end_lineno])
+
+    for at, node in enumerate(tree.body):
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            before = [n for n in tree.body[:at] if isinstance(
+                n, ast.Import | ast.ImportFrom | ast.FunctionDef | ast.ClassDef)]
+            out = ""
+            for n in [*before, node]:
+                gap = "\n" if isinstance(n, ast.Import | ast.ImportFrom) else "\n\n\n"
+                out += (gap if out else "") + text(n)
+            return out + "\n"
+    return None
 
 
 # The script's result, its recorded steps, and the innermost pass that raised.
@@ -150,6 +230,12 @@ def record_script(script: Case, env: Environment, runtime: Runtime,
             by_index[event["parent"]].setdefault("children", []).append(child)
     inner = next(({k: v for k, v in e.items() if k != "event"}
                   for e in reversed(execution.events) if e["event"] == "extract_inner"), None)
+    for event in execution.events:  # each module's parse-back, reported after the script
+        if event["event"] == "extract_module":
+            fields = {k: v for k, v in event.items() if k not in ("event", "index")}
+            target = inner if event["index"] == "inner" else by_index.get(event["index"])
+            if target is not None:
+                target.update(fields)
     return assemble_result(job, execution).to_json(), steps, inner
 
 
@@ -168,29 +254,30 @@ def extract_recorded(script: Case, env: Environment, runtime: Runtime, recorded:
     result, steps, inner = recorded
     found: dict[str, Any] | None = None
     for attempt in _attempts(script, result, steps, at, inner):
-        case, notes = attempt
-        check = run_variant(case, EXTRACTED_VARIANT, env, runtime, job_id=job_id).to_json()
-        answer = {
-            "case": case.model_dump(mode="json"), "signature": result["signature"],
-            "stage": result["stage"], "environment": env.id,
-            "reproduces": check["signature"] == result["signature"],
-            "case_run": {"status": check["status"], "stage": check["stage"],
-                         "signature": check["signature"]},
-            "notes": notes,
-        }
-        found = found or answer
-        if answer["reproduces"]:
-            return answer
+        data, notes = attempt
+        for case, module_from in module_forms(script, data, env, runtime, job_id):
+            check = run_variant(case, EXTRACTED_VARIANT, env, runtime, job_id=job_id).to_json()
+            answer = {
+                "case": case.model_dump(mode="json"), "signature": result["signature"],
+                "stage": result["stage"], "environment": env.id,
+                "reproduces": check["signature"] == result["signature"],
+                "case_run": {"status": check["status"], "stage": check["stage"],
+                             "signature": check["signature"]},
+                "notes": notes, "module_from": module_from,
+            }
+            found = found or answer
+            if answer["reproduces"]:
+                return answer
     assert found is not None  # _attempts yields at least one case or raises
     return found
 
 
 def _attempts(script: Case, result: dict[str, Any], steps: list[dict[str, Any]], at: str,
-              inner: dict[str, Any] | None) -> list[tuple[Case, list[str]]]:
+              inner: dict[str, Any] | None) -> list[tuple[dict[str, Any], list[str]]]:
     """The cases to try, best first: as asked; leaving out a pipeline's passes that a case
     cannot name; from the innermost pass that raised. Each distinct case once."""
     tries = [(at, False), (at, True), ("inner", False)] if inner else [(at, False), (at, True)]
-    cases: dict[str, tuple[Case, list[str]]] = {}
+    cases: dict[str, tuple[dict[str, Any], list[str]]] = {}
     for where, lenient in tries:
         try:
             data, notes = case_from_steps(script, result, steps, where, inner, lenient)
@@ -198,5 +285,86 @@ def _attempts(script: Case, result: dict[str, Any], steps: list[dict[str, Any]],
             if not cases and (where, lenient) == tries[-1]:
                 raise
             continue
-        cases.setdefault(json.dumps(data, sort_keys=True), (parse_case(data), notes))
+        cases.setdefault(json.dumps(data, sort_keys=True), (data, notes))
     return list(cases.values())
+
+
+def module_forms(script: Case, data: dict[str, Any], env: Environment, runtime: Runtime,
+                 job_id: str = "local") -> Iterator[tuple[Case, str]]:
+    """The case with a module that parses on `env`, and where that module came from, best
+    first: the failing release's printer; another release's printer (one per minor release,
+    the newest first: the module's save_json text loaded there, or else the script run there
+    in extract mode and the same step's module taken); that text as `module_json`; the
+    script's own source of the module. Each is tried until one reproduces."""
+    data = dict(data)
+    problem = data.pop("parse_error", None)
+    own = data.pop("script_module", None)
+    text = data.pop("module_json", None)
+    step = data.pop("start_step", None)
+    if problem is None:
+        yield parse_case(data), f"printed by {env.id}"
+        return
+    for other in printer_environments(env):
+        try:
+            printed = (check_sources(data, other, runtime, [{"json": text}], job_id)[0] if text
+                       else _printed_there(script, other, runtime, step, job_id))
+            if not printed["ok"]:
+                continue
+            here = check_sources(data, env, runtime, [printed["source"]], job_id)[0]
+        except Exception:  # noqa: BLE001  (an environment this runtime cannot run: the next)
+            continue
+        if here["ok"]:
+            yield (parse_case({**data, "source": printed["source"]}),
+                   f"printed by {other.id} (the TVMScript {env.id} prints does not parse "
+                   f"back: {problem})")
+            break
+    if text:
+        yield (parse_case({**data, "source": JSON_MODULE_SOURCE, "module_json": text}),
+               f"tvm.ir.save_json on {env.id} (the TVMScript {env.id} prints does not parse "
+               f"back: {problem})")
+    if own is not None:
+        yield (parse_case({**data, "module": own[0], "source": own[1]}),
+               f"the script's own source of {own[0]} (the TVMScript {env.id} prints does not "
+               f"parse back: {problem})")
+    yield parse_case(data), f"printed by {env.id}, though it does not parse back: {problem}"
+
+
+def _printed_there(script: Case, other: Environment, runtime: Runtime, step: Any,
+                   job_id: str) -> dict[str, Any]:
+    """The script run on `other` in extract mode: the same step's module as `other` prints
+    it, if that parses back there ({"ok", "source"} as a check gives)."""
+    if not step:
+        return {"ok": False, "reason": "no step to find"}
+    _result, steps, inner = record_script(script, other, runtime, job_id)
+    index, name = step
+    found = inner if index == "inner" else next(
+        (s for s in steps if s["index"] == index and s["name"] == name), None)
+    if found is None or found.get("name") != name or found.get("parse_error"):
+        return {"ok": False, "reason": f"{other.id} printed no such step that parses back"}
+    return {"ok": True, "source": found["ir"]}
+
+
+def printer_environments(env: Environment) -> list[Environment]:
+    """The other releases whose printer may give a module that parses: the newest of each
+    minor release (besides env's own), newest first, on env's device."""
+    newest: dict[tuple[int, int], Environment] = {}
+    for other in default_catalog().environments:  # in version order: the last one wins
+        if other.device == env.device and other.id != env.id:
+            newest[(other.version.major, other.version.minor)] = other
+    own = (env.version.major, env.version.minor)
+    return [e for minor, e in reversed(newest.items()) if minor != own]
+
+
+def check_sources(data: dict[str, Any], env: Environment, runtime: Runtime,
+                  sources: list[Any], job_id: str = "local") -> list[dict[str, Any]]:
+    """The harness's check mode on `env`: for each source (TVMScript, or {"json": text}),
+    whether it parses there, and the module printed back."""
+    case = harness_case(parse_case({k: v for k, v in data.items() if k != "module_json"}
+                                   | {"source": data.get("source") or JSON_MODULE_SOURCE}), env)
+    case["harness"] = {"mode": "check", "sources": sources}
+    job = SandboxJob(run_id=uuid.uuid4().hex, job_id=job_id, env=env, case=case,
+                     variant=EXTRACTED_VARIANT)
+    execution = runtime.execute(job)
+    got = [{k: v for k, v in e.items() if k != "event"}
+           for e in execution.events if e["event"] == "checked"]
+    return got + [{"ok": False, "reason": "the check did not finish"}] * (len(sources) - len(got))

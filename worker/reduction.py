@@ -112,6 +112,7 @@ class Reducer:
         self.reference: dict[str, Any] = {}
         self.memo: dict[tuple[str, str], bool] = {}
         self.verdicts: dict[tuple[str, str], dict[str, Any]] = {}
+        self.well_formed = True  # the case's own verdict: no candidate may be less well formed
 
     # -- running ---------------------------------------------------------------------
     def _case_with(self, source: str, passes: list[Any]) -> Case:
@@ -231,6 +232,10 @@ class Reducer:
         if not verdict["ok"]:
             self._note(f"module left as given: it {verdict['reason']}")
             return False
+        self.well_formed = bool(verdict.get("well_formed", True))
+        if not self.well_formed:
+            self._note("the module is not well formed: candidates may not be either (each "
+                       "judged by the oracle), but none may be less well formed")
         printed = verdict["source"]
         if printed != self.state.source and not self.holds(printed, self.state.passes):
             self._note("module left as given: printed back by TVM it no longer shows the bug")
@@ -261,8 +266,9 @@ class Reducer:
             return None
         verdicts = self.check([c.source for c in batch], "Module")
         valid = [(c, v["source"]) for c, v in zip(batch, verdicts, strict=True)
-                 if v["ok"] and v["source"] != self.state.source]
-        self._note(f"{len(valid)} of {len(batch)} edits parse and are well formed"
+                 if self._acceptable(v) and v["source"] != self.state.source]
+        self._note(f"{len(valid)} of {len(batch)} edits parse and are "
+                   + ("well formed" if self.well_formed else "no less well formed")
                    + ("; running them" if valid else ""), kind="try")
         found = self.first_holding([(text, self.state.passes) for _c, text in valid])
         if found is None:
@@ -273,6 +279,11 @@ class Reducer:
         self.state.steps += 1
         self._note(f"{edit.what}: {before} -> {source_lines(text)} lines")
         return edit
+
+    def _acceptable(self, verdict: dict[str, Any]) -> bool:
+        """A candidate parses, and is well formed if the case was (same verdict or better)."""
+        return bool(verdict["ok"]) and (bool(verdict.get("well_formed", True))
+                                         or not self.well_formed)
 
     def module_phases(self) -> None:
         """Functions, statements level by level, bindings' values, again, then shapes."""

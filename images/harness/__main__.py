@@ -77,6 +77,7 @@ def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path)
     tracer = Tracer(sink, idle_stage="script" if script_mode else None)
     tracer.enter("import")
     fields: dict[str, Any] = {"rewrites": [], "outputs": None}
+    recorder = None
     try:
         tvm = _import_tvm()
         fields["tvm"] = _tvm_facts(tvm)
@@ -85,7 +86,7 @@ def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path)
         if _harness_mode(case) == "extract":  # record each step's module (extract.py)
             from .extract import record_steps
 
-            record_steps(tvm, tracer, sink)
+            recorder = record_steps(tvm, tracer, sink, workdir)
         tracer.enter("parse")
         features = detect(tvm)
         text, fields["rewrites"] = port(case["script"] if script_mode else case["source"], features)
@@ -107,6 +108,9 @@ def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path)
         if tracer.stage == "import" and outcome.status == "error":
             outcome = dataclasses.replace(outcome, status="infra_error")
         _print_traceback(exc)
+    if recorder is not None:  # the recorded modules' parse-back, once the script is over
+        with contextlib.suppress(Exception):
+            recorder.finish()
     fields.update(stage=stage, **dataclasses.asdict(outcome))
     return fields
 

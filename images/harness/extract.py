@@ -21,10 +21,12 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 from .events import EventSink
-from .scriptsrc import module_source
+from .scriptsrc import module_fields, module_source
 from .tracing import Tracer
 
 MODE = "extract"
@@ -64,8 +66,9 @@ def _target_text(target: Any) -> str | None:
 class Recorder:
     """Emits an extract_step event for each top-level pass and build, before it runs."""
 
-    def __init__(self, tvm: Any, tracer: Tracer, sink: EventSink) -> None:
+    def __init__(self, tvm: Any, tracer: Tracer, sink: EventSink, workdir: Path) -> None:
         self.tvm = tvm
+        self.workdir = workdir
         self.tracer = tracer
         self.sink = sink
         self.count = 0
@@ -76,6 +79,15 @@ class Recorder:
         self.last_output_step: int | None = None
         self.open: list[tuple[str, Any]] = []  # passes started and not finished, outermost first
         self.reported: set[int] = set()  # exceptions whose innermost pass was reported
+        self.modules: list[tuple[int | str, Any]] = []  # each recorded step's module
+
+    def finish(self) -> None:
+        """After the script: whether each recorded module is well formed and parses back, as an
+        `extract_module` event (with its save_json text where it does not parse back). Done
+        here, not as the step starts: parsing inside a pass's instrument is not safe."""
+        for index, mod in self.modules:
+            self.sink.emit("extract_module", index=index,
+                           **module_fields(self.tvm, mod, self.workdir))
 
     def install(self) -> None:
         """Hook the tracer's pass callbacks, the pass factories and the builds."""
@@ -96,8 +108,30 @@ class Recorder:
         index = self.count
         self.count += 1
         self.sink.emit("extract_step", index=index, kind=kind, name=name, link=self._link(mod),
-                       opt_level=self._opt_level(), ir=module_source(mod), **extra)
+                       opt_level=self._opt_level(), config=self._config(),
+                       ir=module_source(mod), defined_as=self._script_name(mod), **extra)
+        self.modules.append((index, mod))
         return index
+
+    def _script_name(self, mod: Any) -> list[str]:
+        """The script's own top-level names for this very module (`Module` of its
+        `@I.ir_module class Module`): where one is a class, its source is the script's own."""
+        script = sys.modules.get("__main__")
+        return [str(name) for name, value in (list(vars(script).items()) if script else [])
+                if isinstance(value, self.tvm.IRModule) and value.same_as(mod)]
+
+    def _config(self) -> dict[str, Any]:
+        """The current PassContext's config, the entries JSON can carry."""
+        try:
+            config = dict(self.tvm.transform.PassContext.current().config)
+        except Exception:  # noqa: BLE001  (a release without a readable config: none)
+            return {}
+        found: dict[str, Any] = {}
+        for key, value in config.items():
+            plain = value.value if hasattr(value, "value") else value
+            if isinstance(plain, str | int | float | bool):
+                found[str(key)] = type(plain)(plain)
+        return found
 
     def _hook_tracer(self) -> None:
         tracer, before, after = self.tracer, self.tracer.before_pass, self.tracer.after_pass
@@ -165,7 +199,8 @@ class Recorder:
         spec = self.pass_specs.get(name, {"name": self._factory_name(name), "args": {}})
         self.sink.emit("extract_inner", kind="pass", name=spec["name"], args=spec["args"],
                        dropped_args=spec.get("dropped", []), opt_level=self._opt_level(),
-                       depth=len(self.open), ir=module_source(mod))
+                       depth=len(self.open), config=self._config(), ir=module_source(mod))
+        self.modules.append(("inner", mod))
 
     def _factory_name(self, pass_name: str) -> str | None:
         """The transform function that makes a pass of this name, if the case can name it."""
@@ -212,7 +247,8 @@ class Recorder:
                 bound = signature.bind_partial(*args, **kwargs).arguments
                 mod = bound.get("mod", args[0] if args else None)
                 if isinstance(mod, self.tvm.IRModule):
-                    self._emit("build", name, mod, target=_target_text(bound.get("target")))
+                    self._emit("build", name, mod, target=_target_text(bound.get("target")),
+                               options=_build_options(bound))
             self.build_depth += 1
             try:
                 return original(*args, **kwargs)
@@ -222,6 +258,24 @@ class Recorder:
         setattr(owner, name, build)
 
 
-def record_steps(tvm: Any, tracer: Tracer, sink: EventSink) -> None:
+def _build_options(bound: dict[str, Any]) -> dict[str, Any]:
+    """The build's options as the script gave them: exec_mode, and each pipeline as its name
+    or None (a pipeline given as a Pass object is named under `unnamed`)."""
+    options: dict[str, Any] = {}
+    if "exec_mode" in bound:
+        options["exec_mode"] = str(bound["exec_mode"])
+    for key in ("relax_pipeline", "tir_pipeline"):
+        if key in bound:
+            value = bound[key]
+            if value is None or isinstance(value, str):
+                options[key] = value
+            else:
+                options.setdefault("unnamed", []).append(key)
+    return options
+
+
+def record_steps(tvm: Any, tracer: Tracer, sink: EventSink, workdir: Path) -> Recorder:
     """Install the recorder (extract mode only), after the tracer's own hooks."""
-    Recorder(tvm, tracer, sink).install()
+    recorder = Recorder(tvm, tracer, sink, workdir)
+    recorder.install()
+    return recorder

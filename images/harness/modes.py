@@ -37,9 +37,18 @@ def resolve_pass(tvm: Any, spec: dict[str, Any]) -> Any:
     raise Incompatible(f"pass {name} does not exist in TVM {tvm.__version__}")
 
 
+def build_options(case: dict[str, Any]) -> dict[str, Any]:
+    """relax.build's options that the case sets otherwise than relax.build's defaults."""
+    defaults = {"exec_mode": "bytecode", "relax_pipeline": "default", "tir_pipeline": "default"}
+    return {key: case[key] for key, value in defaults.items()
+            if key in case and case[key] != value}
+
+
 def run_module_case(tvm: Any, case: dict[str, Any], variant: dict[str, Any], tracer: Tracer,
                     workdir: Path, source: str, features: Features) -> dict[str, Any]:
     """Parse the module, apply the variant's passes one by one, build, create the VM, call entry."""
+    if case.get("module_json") is not None:  # the module as save_json wrote it: defined first
+        source = f"MODULE_JSON = {case['module_json']!r}\n{source}"
     target_spec = port_target(case["target"], features)
     target = tvm.target.Target(target_spec)
     device_kind = _DEVICE_OF_TARGET.get(target.kind.name, target.kind.name)
@@ -52,11 +61,12 @@ def run_module_case(tvm: Any, case: dict[str, Any], variant: dict[str, Any], tra
     if mod is None or not isinstance(mod, tvm.IRModule):
         raise NameError(f"the source defines no IRModule named {case['module']!r}")
 
-    with tvm.transform.PassContext(opt_level=case["opt_level"]):
+    config = case.get("pass_config") or {}
+    with tvm.transform.PassContext(opt_level=case["opt_level"], config=config):
         for index, spec in enumerate(variant["passes"]):
             tracer.enter(f"pass:{index}:{spec['name']}")
             mod = resolve_pass(tvm, spec)(mod)
-        executable = tvm.relax.build(mod, target=target)
+        executable = tvm.relax.build(mod, target=target, **build_options(case))
 
     device = tvm.device(device_kind, 0)
     vm = tvm.relax.VirtualMachine(executable, device)

@@ -3,10 +3,13 @@
 In check mode (case["harness"] == {"mode": "check", "sources": [...]}) nothing
 runs: each source is parsed as a module-mode case would parse it, the module
 named case["module"] is checked with relax.analysis.well_formed, and one
-`checked` event per source says whether it counts, with the module printed
-back as TVMScript (the readable, canonical form the reducer keeps) or the
-reason it does not. Events go out one by one, so a source that crashes the
-parser still leaves the verdicts of those before it.
+`checked` event per source says whether it parses (`ok`) and whether it is
+well formed (`well_formed`: the reducer keeps a candidate no less well formed
+than the case it started from), with the module printed back as TVMScript (the
+readable, canonical form the reducer keeps; a module that is not well formed
+with its decorator's check off) or the reason it does not parse. Events go out
+one by one, so a source that crashes the parser still leaves the verdicts of
+those before it.
 """
 
 from __future__ import annotations
@@ -20,23 +23,33 @@ from .classify import first_line
 from .events import EventSink
 from .modes import run_source
 from .porting import Features, detect, port
-from .scriptsrc import module_source
+from .scriptsrc import module_source, parse_problem, well_formed
 
 MODE = "check"
 
 
-def _well_formed(tvm: Any, mod: Any) -> bool:
-    """relax.analysis.well_formed: a bool on older releases, None or an exception on newer."""
+def print_json(tvm: Any, workdir: Path, index: int, text: str) -> dict[str, Any]:
+    """A module as tvm.ir.save_json wrote it (on this release or another), printed by this
+    release's printer; ok only if that TVMScript parses back here."""
     try:
-        verdict = tvm.relax.analysis.well_formed(mod)
-    except Exception:  # 0.27 raises for a module that is not well formed
-        return False
-    return verdict is not False
+        mod = tvm.ir.load_json(text)
+    except BaseException as exc:  # another release's JSON may not load here: a verdict
+        return {"index": index, "ok": False,
+                "reason": f"does not load: {type(exc).__name__}: {first_line(str(exc))}"}
+    if not isinstance(mod, tvm.IRModule):
+        return {"index": index, "ok": False, "reason": "the JSON is no IRModule"}
+    formed = well_formed(tvm, mod)
+    source = module_source(mod, formed)
+    problem = parse_problem(workdir / f"printed_{index}.py", source)
+    if problem is not None:
+        return {"index": index, "ok": False, "reason": f"printed, does not parse back: {problem}"}
+    return {"index": index, "ok": True, "well_formed": formed, "source": source}
 
 
 def check_one(tvm: Any, features: Features, workdir: Path, index: int, source: str,
               module: str) -> dict[str, Any]:
-    """Whether one source parses to a well-formed IRModule, and that module printed back."""
+    """Whether one source parses to an IRModule, whether it is well formed, and that module
+    printed back."""
     text, _ = port(source, features)
     try:
         # The parser prints its diagnostics; the reason below is what the reducer needs.
@@ -48,9 +61,9 @@ def check_one(tvm: Any, features: Features, workdir: Path, index: int, source: s
     mod = namespace.get(module)
     if not isinstance(mod, tvm.IRModule):
         return {"index": index, "ok": False, "reason": f"defines no IRModule named {module!r}"}
-    if not _well_formed(tvm, mod):
-        return {"index": index, "ok": False, "reason": "not well formed"}
-    return {"index": index, "ok": True, "source": module_source(mod)}
+    formed = well_formed(tvm, mod)
+    return {"index": index, "ok": True, "well_formed": formed,
+            "source": module_source(mod, formed)}
 
 
 def check_sources(case: dict[str, Any], sink: EventSink, workdir: Path) -> None:
@@ -62,4 +75,7 @@ def check_sources(case: dict[str, Any], sink: EventSink, workdir: Path) -> None:
     features = detect(tvm)
     sink.emit("start", tvm={"version": tvm.__version__})
     for index, source in enumerate(case["harness"]["sources"]):
+        if isinstance(source, dict):  # {"json": save_json text}: printed here
+            sink.emit("checked", **print_json(tvm, workdir, index, source["json"]))
+            continue
         sink.emit("checked", **check_one(tvm, features, workdir, index, source, case["module"]))

@@ -49,10 +49,15 @@ def module_reproducer(tvm: Any, case: dict[str, Any], variant: dict[str, Any], s
              f"apache-tvm {tvm.__version__}", source.rstrip(), "", "",
              "# What tvm-repro ran: the passes one by one, the build, the VM.",
              "import tvm", "from tvm import relax", "",
-             f"mod = {case['module']}",
-             f"with tvm.transform.PassContext(opt_level={case['opt_level']}):"]
+             f"mod = {case['module']}"]
+    config = case.get("pass_config") or {}
+    context = f"opt_level={case['opt_level']}" + (f", config={config!r}" if config else "")
+    lines += [f"with tvm.transform.PassContext({context}):"]
     lines += [f"    mod = {pass_expression(tvm, spec)}(mod)" for spec in variant["passes"]]
-    lines += [f"    executable = relax.build(mod, target=tvm.target.Target({target!r}))",
+    defaults = {"exec_mode": "bytecode", "relax_pipeline": "default", "tir_pipeline": "default"}
+    options = "".join(f", {key}={case[key]!r}" for key, value in defaults.items()
+                      if key in case and case[key] != value)
+    lines += [f"    executable = relax.build(mod, target=tvm.target.Target({target!r}){options})",
               f"device = tvm.device({device!r}, 0)",
               "vm = relax.VirtualMachine(executable, device)",
               'print("built; the VM was created")']

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+import os
 import re
+import runpy
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 # The printer names the imports it used as comments above the module: they become real imports.
@@ -11,10 +18,96 @@ _HEADER_IMPORT = re.compile(r"^# (from [\w.]+ import \w+(?: as \w+)?|import [\w.
 _INNER_IMPORT = re.compile(r"^\s+# (from|import) tvm")
 _TRAILER = "# Metadata omitted"
 _MODULE_VAR = re.compile(r'^(\w+) = TypeVar\("\1"\)$')
+_DECORATOR = "@I.ir_module"
+UNCHECKED_DECORATOR = "@I.ir_module(check_well_formed=False)"
 
 
-def module_source(mod: Any) -> str:
-    """`mod` printed as TVMScript, with its imports live, so the text parses back as a file."""
+def well_formed(tvm: Any, mod: Any) -> bool:
+    """relax.analysis.well_formed: a bool on older releases, None or an exception on newer."""
+    try:
+        verdict = tvm.relax.analysis.well_formed(mod)
+    except Exception:  # 0.27 raises for a module that is not well formed
+        return False
+    return verdict is not False
+
+
+def unchecked(source: str) -> str:
+    """The source with its module's decorator told not to check well-formedness (the parser
+    refuses a module that is not well formed otherwise)."""
+    return re.sub(rf"^{re.escape(_DECORATOR)}$", UNCHECKED_DECORATOR, source, count=1,
+                  flags=re.MULTILINE)
+
+
+def parse_problem(path: Path, source: str, module: str = "Module") -> str | None:
+    """Why `source` does not parse back to an IRModule named `module` here, or None."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            path.write_text(source)
+            namespace = runpy.run_path(str(path), run_name=path.stem)
+    except BaseException as exc:  # a module that does not parse back is an answer, not a fault
+        first = next((line for line in str(exc).splitlines() if line.strip()), "")
+        return f"{type(exc).__name__}: {first}"[:500]
+    found = namespace.get(module)
+    if type(found).__name__ != "IRModule":
+        return f"defines no IRModule named {module!r}"
+    return None
+
+
+def forked(work: Callable[[], bytes]) -> tuple[bytes | None, str]:
+    """`work()` run in a forked child: its bytes, or None and how the child ended (printing,
+    parsing and save_json can each crash the process on a module a pass left broken)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: do it, write it, leave without any cleanup
+        os.close(read)
+        code = 0
+        try:
+            with os.fdopen(write, "wb") as out:
+                out.write(work())
+        except BaseException:  # noqa: BLE001  (the parent sees no answer)
+            code = 1
+        os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as inp:
+        data = inp.read()
+    _, status = os.waitpid(pid, 0)
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+        return data, "done"
+    how = (f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
+           else f"exit status {os.WEXITSTATUS(status)}")
+    return None, how
+
+
+def module_fields(tvm: Any, mod: Any, workdir: Path) -> dict[str, Any]:
+    """A recorded module: its source (`ir`), whether it is well formed (if not, the source's
+    decorator does not check), and where that source does not parse back here, why
+    (`parse_error`) and the module serialized by tvm.ir.save_json (`ir_json`, absent where
+    save_json fails: 0.27 crashes in ToJSONGraph on some modules). Each in a forked child."""
+    data, how = forked(lambda: json.dumps(_printed(tvm, mod, workdir)).encode())
+    if data is None:
+        return {"ir": module_source(mod),
+                "parse_error": f"printing or parsing it back ended the process ({how})"}
+    fields: dict[str, Any] = json.loads(data)
+    if "parse_error" in fields:
+        saved, _ = forked(lambda: tvm.ir.save_json(mod).encode())
+        if saved is not None:
+            fields["ir_json"] = saved.decode()
+    return fields
+
+
+def _printed(tvm: Any, mod: Any, workdir: Path) -> dict[str, Any]:
+    formed = well_formed(tvm, mod)
+    text = module_source(mod, formed)
+    fields: dict[str, Any] = {"ir": text, "well_formed": formed}
+    problem = parse_problem(workdir / "printed_module.py", text)
+    if problem is not None:
+        fields["parse_error"] = problem
+    return fields
+
+
+def module_source(mod: Any, well_formed: bool = True) -> str:
+    """`mod` printed as TVMScript, with its imports live, so the text parses back as a file
+    (`well_formed` False: with the decorator's check off)."""
     lines: list[str] = []
     in_header = True
     for line in mod.script().splitlines():
@@ -26,7 +119,8 @@ def module_source(mod: Any) -> str:
             lines.append(line.rstrip())
     while lines and not lines[-1]:
         lines.pop()
-    return "\n".join(_declare_shape_vars(lines)) + "\n"
+    text = "\n".join(_declare_shape_vars(lines)) + "\n"
+    return text if well_formed else unchecked(text)
 
 
 def _declare_shape_vars(lines: list[str]) -> list[str]:
