@@ -12,6 +12,7 @@ from tvmrepro.escaping import code_block, code_span, table_cell
 
 CASE_FILE = "case.json"
 MAX_SIGNATURE_CHARS = 160
+TOP_SUSPECTS = 3
 
 _SAID = {
     "changed": "changed once: **{last}** → **{first}**",
@@ -63,7 +64,33 @@ def _transitions(bisect: dict[str, Any]) -> list[str]:
             line += ("; the change may lie in any of the candidates "
                      + ", ".join(code_span(c) for c in change["candidates"]))
         lines.append(line)
+        lines += _window(change)
     return lines + [""]
+
+
+def _window(change: dict[str, Any]) -> list[str]:
+    """A transition's commit window, its compare link and its three best suspects (the
+    subjects and reasons are text: in code spans)."""
+    span = change.get("window")
+    if not span:
+        return []
+    picked = (f" ({span['picked']} of them already in {code_span(change['before'])} as "
+              "cherry-picks)" if span.get("picked") else "")
+    link = f": [compare on GitHub]({span['compare_url']})" if span.get("compare_url") else ""
+    lines = [f"  - Commit window: {span['commits']} commits from "
+             f"{code_span((span.get('from_commit') or '?')[:10])} to "
+             f"{code_span((span.get('to_commit') or '?')[:10])}{picked}{link}."]
+    if span.get("open_ended"):
+        lines.append(f"  - Open-ended: {code_span(span.get('missing') or '')}.")
+    suspects = (change.get("suspects") or [])[:TOP_SUSPECTS]
+    if not suspects:
+        lines.append("  - No commit of the window shows the evidence.")
+    for n, suspect in enumerate(suspects, 1):
+        name = f"#{int(suspect['pr'])}" if suspect.get("pr") else suspect["sha"][:10]
+        lines.append(f"  - Suspect {n} (score {suspect['score']:.2f}): [{name}]({suspect['url']}) "
+                     f"{suspect['subject']}: "
+                     + "; ".join(r for r in suspect["reasons"][:4]))
+    return lines
 
 
 def _fingerprints(job: dict[str, Any], bisect: dict[str, Any], catalog: Catalog) -> list[str]:

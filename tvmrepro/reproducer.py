@@ -87,7 +87,7 @@ def reproducer(case: dict[str, Any], variant: str, release: str, target: str,
     # One comment line: a line break in the title would start code (control characters shown).
     title = visible_line(case.get("title") or "tvm-repro case")
     head = f"# {title}: variant {visible_line(repr(variant))}, apache-tvm {visible_line(release)}"
-    if case.get("script") is not None or variant == SCRIPT_VARIANT and not case.get("source"):
+    if case.get("script") is not None or (variant == SCRIPT_VARIANT and not case.get("source")):
         return "\n".join([head, ported(str(case.get("script") or ""), rewrites).rstrip()]) + "\n"
     spec = next((v for v in case.get("variants") or [] if v.get("name") == variant), None)
     passes: list[dict[str, Any]] = [{"name": p} if isinstance(p, str) else dict(p)
