@@ -88,8 +88,8 @@ def _window(change: dict[str, Any]) -> list[str]:
     for n, suspect in enumerate(suspects, 1):
         name = f"#{int(suspect['pr'])}" if suspect.get("pr") else suspect["sha"][:10]
         lines.append(f"  - Suspect {n} (score {suspect['score']:.2f}): [{name}]({suspect['url']}) "
-                     f"{suspect['subject']}: "
-                     + "; ".join(r for r in suspect["reasons"][:4]))
+                     f"{code_span(suspect['subject'])}: "
+                     + "; ".join(code_span(r) for r in suspect["reasons"][:4]))
     return lines
 
 
