@@ -73,7 +73,10 @@ def test_a_command_that_stops_waiting_says_how_to_get_back(fake_stack: Stack,
     stderr = " ".join(("".join(seen) + rest).split())
     assert run.returncode == 1, stderr
     assert (f"stopped waiting for job {job_id}; to wait for it again: tvmrepro wait {job_id} "
-            f"--server {fake_stack.url}") in stderr
+            f"--server {fake_stack.url} (or to cancel it: tvmrepro cancel {job_id} --server "
+            f"{fake_stack.url})") in stderr
+    # What that cancel needs: the job's cancel token, kept when `run` submitted it.
+    assert len((fake_stack.home / "cancel-tokens" / job_id).read_text()) >= 32
 
     # The API is back: `wait` follows the job to its end and prints what `run` would.
     fake_stack.start_api()
