@@ -52,7 +52,6 @@ from tvmrepro.results import Result, Status
 from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.settings import Settings, variable_name
 from tvmrepro.store import Store, open_store
-from tvmrepro.symbols import symbol_traces
 
 log = logging.getLogger(__name__)
 CANCEL_HEADER = "X-Cancel-Token"
@@ -234,11 +233,11 @@ class JobService:
             assert job is not None  # it was there a moment ago; jobs are never deleted
         job, bisect = (read_bisect(self.store, self.catalog, self._publish, job)
                        if job.kind == "bisect" else (job, None))
-        comparisons = job.comparisons
-        if comparisons is None and job.finished:
-            # Finished before comparisons were stored (a store made by an older version), or
-            # its last finisher died in between: computed now, once, and stored.
-            comparisons = self.store.settle_comparisons(job.id)
+        comparisons, symbols = job.comparisons, job.symbols
+        if (comparisons is None or symbols is None) and job.finished:
+            # Finished before comparisons and symbol traces were stored (a store made by an
+            # older version), or its last finisher died in between: made now, once, and stored.
+            comparisons, symbols = self.store.settle(job.id) or (None, None)
         runs = [_run_view(run) for run in job.runs]
         status = bisect_status(job_status(job.runs), bisect)
         reduce, extract = read_narrowing(self.store, job, status)
@@ -249,8 +248,7 @@ class JobService:
             variants=job.variants, bypass_cache=job.bypass_cache,
             cached_runs=sum(run.cached for run in runs), runs=runs,
             matrix=build_matrix(job, comparisons), case=job.case, bisect=bisect,
-            symbols=symbol_traces([{"variant": run.variant, "environment": run.environment,
-                                    **(run.result or {})} for run in job.runs]))
+            symbols=symbols or [])  # made once, when the job's last run was stored
 
     def result_id(self, job_id: str, run_id: str) -> str | None:
         """The id under which a finished run's result is stored (None: unknown or unfinished)."""

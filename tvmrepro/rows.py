@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tvmrepro.lifecycle import RunState
 from tvmrepro.models import Comparison
+from tvmrepro.symbols import SymbolTrace
 
 
 class RunRow(BaseModel):
@@ -66,6 +67,9 @@ class JobRow(BaseModel):
     created_at: float
     runs: list[RunRow] = []
     comparisons: list[Comparison] | None = None  # None: not computed for these runs yet
+    # The symbol traces, made with the comparisons (None: not made, or stored by an older
+    # version that kept only comparisons).
+    symbols: list[SymbolTrace] | None = None
 
     @property
     def finished(self) -> bool:
@@ -74,4 +78,4 @@ class JobRow(BaseModel):
 
     def columns(self) -> dict[str, Any]:
         """The row as the jobs table stores it."""
-        return self.model_dump(mode="json", exclude={"runs", "comparisons"})
+        return self.model_dump(mode="json", exclude={"runs", "comparisons", "symbols"})

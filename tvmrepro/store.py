@@ -26,8 +26,10 @@ from tvmrepro.results import Result
 from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.store_bisections import BisectionRows
 from tvmrepro.store_workers import WorkerRegistry
+from tvmrepro.symbols import SymbolTrace, symbol_traces
 
 log = logging.getLogger(__name__)
+Settled = tuple[list[Comparison], list[SymbolTrace]]  # what a finished job stores once
 
 
 class QueueFull(ReproError):
@@ -176,8 +178,12 @@ class Store(WorkerRegistry, BisectionRows):
             stored = conn.execute(sa.select(t.comparisons.c.data, t.comparisons.c.runs)
                                   .where(t.comparisons.c.job_id == job_id)).first()
         # Comparisons made from fewer runs than the job has now are stale: not shown.
-        comparisons = stored.data if stored is not None and stored.runs == len(runs) else None
-        return JobRow.model_validate({**dict(row), "runs": runs, "comparisons": comparisons})
+        data = stored.data if stored is not None and stored.runs == len(runs) else None
+        # {"comparisons", "symbols"}; a list: comparisons alone (stored by an older version).
+        comparisons = data.get("comparisons") if isinstance(data, dict) else data
+        symbols = data.get("symbols") if isinstance(data, dict) else None
+        return JobRow.model_validate({**dict(row), "runs": runs, "comparisons": comparisons,
+                                      "symbols": symbols})
 
     def job_page(self, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
         """Jobs newest first (id, kind, title, created_at, runs, done), and how many there are."""
@@ -279,10 +285,10 @@ class Store(WorkerRegistry, BisectionRows):
                     {"run_id": run_id, "idx": p["index"], "name": p["name"],
                      "seconds": p["seconds"], "functions": p["functions"], "ir": p["ir"]}
                     for p in passes])
-        # After the commit: the diffs are not made while holding the write lock. A finisher
-        # that dies or fails here leaves them to the job's next read (settle_comparisons).
+        # After the commit: the diffs and symbol traces are not made while holding the write
+        # lock. A finisher that dies or fails here leaves them to the job's next read (settle).
         try:
-            self.settle_comparisons(job_id)
+            self.settle(job_id)
         except Exception:
             log.exception("comparing the runs of job %s failed; its next read compares them", job_id)
         return True
@@ -290,6 +296,12 @@ class Store(WorkerRegistry, BisectionRows):
     def settle_comparisons(self, job_id: str) -> list[Comparison] | None:
         """A finished job's comparisons: stored ones, else computed once and stored (None:
         the job is unknown or not finished)."""
+        found = self.settle(job_id)
+        return found[0] if found is not None else None
+
+    def settle(self, job_id: str) -> Settled | None:
+        """A finished job's comparisons and symbol traces: stored ones, else made once and
+        stored (None: the job is unknown or not finished)."""
         # Every finish asks: a count answers "not yet" without reading the job's runs.
         unfinished = (sa.select(sa.func.count()).select_from(t.runs)
                       .where(t.runs.c.job_id == job_id, t.runs.c.state != RunState.DONE.value))
@@ -299,27 +311,37 @@ class Store(WorkerRegistry, BisectionRows):
         job = self.job(job_id)
         if job is None or not job.finished:
             return None
-        if job.comparisons is not None:
-            return job.comparisons
+        if job.comparisons is not None and job.symbols is not None:
+            return job.comparisons, job.symbols
         found = self._compared(job)
         lock = sa.select(t.jobs.c.id).where(t.jobs.c.id == job_id).with_for_update()
         with self._write() as conn:
             conn.execute(lock)  # finishers of one job's last runs store them one at a time
-            conn.execute(t.comparisons.delete().where(t.comparisons.c.job_id == job_id,
-                                                      t.comparisons.c.runs < len(job.runs)))
+            # Stale ones; and all of them when an older version stored them without symbols.
+            stale = (t.comparisons.c.runs < len(job.runs) if job.comparisons is None
+                     else sa.true())
+            conn.execute(t.comparisons.delete().where(t.comparisons.c.job_id == job_id, stale))
             if conn.execute(sa.select(t.comparisons.c.job_id)
                             .where(t.comparisons.c.job_id == job_id)).first() is None:
                 self._insert_comparisons(conn, job_id, found, len(job.runs))
         return found
 
     @staticmethod
-    def _insert_comparisons(conn: Connection, job_id: str, found: list[Comparison],
-                            runs: int) -> None:
+    def _insert_comparisons(conn: Connection, job_id: str, found: Settled, runs: int) -> None:
+        comparisons, symbols = found
         conn.execute(t.comparisons.insert().values(
-            job_id=job_id, data=[comparison.model_dump(mode="json") for comparison in found],
+            job_id=job_id, data={
+                "comparisons": [comparison.model_dump(mode="json") for comparison in comparisons],
+                "symbols": [trace.model_dump(mode="json") for trace in symbols]},
             runs=runs, created_at=time.time()))
 
-    def _compared(self, job: JobRow) -> list[Comparison]:
+    def _compared(self, job: JobRow) -> Settled:
+        """A finished job's comparisons and symbol traces, made once (its last run stored)."""
+        symbols = symbol_traces([{"variant": run.variant, "environment": run.environment,
+                                  **(run.result or {})} for run in job.runs])
+        return self._comparisons(job), symbols
+
+    def _comparisons(self, job: JobRow) -> list[Comparison]:
         """A job's comparisons: those its results' own jobs stored reused, the others diffed."""
         pairs = job_pairs(job)
         if not pairs:

@@ -20,6 +20,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Traces are made once per job, when its last run is stored, and kept with it: at most this
+# many symbols (the first that errors name), each traced in every run.
+MAX_SYMBOLS = 8
 _SUFFIX = re.compile(r"\d+$")
 
 Table = dict[str, str]  # function name -> kind, after one pass
@@ -118,7 +121,7 @@ def symbol_traces(runs: list[dict[str, Any]]) -> list[SymbolTrace]:
     symbols: list[str] = []
     for run, _ in run_tables:
         for name in named_symbols(run.get("message") or "", known):
-            if name not in symbols:
+            if name not in symbols and len(symbols) < MAX_SYMBOLS:
                 symbols.append(name)
     traces = []
     for symbol in symbols:

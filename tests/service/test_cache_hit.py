@@ -124,12 +124,13 @@ def test_a_hit_whose_variants_ran_in_different_jobs_diffs_them(
     assert hit["matrix"]["comparisons"] == fresh["matrix"]["comparisons"]
 
 
-def test_a_hit_takes_the_newest_result_and_the_comparisons_of_its_job(
+def test_a_hit_takes_the_first_decisive_result_and_the_comparisons_of_its_job(
         app: Flask, client: FlaskClient, founding_case: dict[str, Any]) -> None:
-    finish(app, client, submit(client, founding_case), release="r1")
+    first = finish(app, client, submit(client, founding_case), release="r1")
     submit(client, founding_case)  # a hit of the first: its runs point at the first's results
-    newer = finish(app, client, submit(client, founding_case, bypass_cache=True), release="r2")
+    # A later run of the same key (bypassing the cache) does not replace the answer served.
+    finish(app, client, submit(client, founding_case, bypass_cache=True), release="r2")
     hit = submit(client, founding_case)
-    assert [run["cached_from"] for run in hit["runs"]] == [run["id"] for run in newer["runs"]]
-    assert hit["matrix"]["comparisons"] == newer["matrix"]["comparisons"]
-    assert all("of r2" in c["diff"] for c in hit["matrix"]["comparisons"])
+    assert [run["cached_from"] for run in hit["runs"]] == [run["id"] for run in first["runs"]]
+    assert hit["matrix"]["comparisons"] == first["matrix"]["comparisons"]
+    assert all("of r1" in c["diff"] for c in hit["matrix"]["comparisons"])

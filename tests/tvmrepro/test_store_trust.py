@@ -14,7 +14,8 @@ import pytest
 import sqlalchemy as sa
 
 from tests.conftest import NEW_ENV, OLD_ENV
-from tests.tvmrepro.test_store import CAP, never_gone, new_job, result
+from tests.tvmrepro.test_store import CAP, never_gone, new_job, result, two_variant_job
+from tvmrepro import schema as t
 from tvmrepro.bisect_jobs import advance, start, stepper
 from tvmrepro.bisection import OracleTooSlow, Verdict, judge, make_options, parse_oracle
 from tvmrepro.cases import parse_case
@@ -23,6 +24,7 @@ from tvmrepro.results import Result, Status
 from tvmrepro.rows import JobRow
 from tvmrepro.store import Store
 from tvmrepro.store_bisections import BisectionUpdate
+from tvmrepro.symbols import MAX_SYMBOLS
 
 
 @pytest.fixture
@@ -165,3 +167,50 @@ def test_a_reduction_s_oracle_over_its_budget_is_an_error_naming_it() -> None:
         judge(oracle, {"status": "error", "message": "", "log_text": LONG_LOG}, None)
     assert judge(parse_oracle("regex:a+!$"), {"status": "error", "log_text": LONG_LOG},
                  None) is Verdict.BAD
+
+
+# Symbol traces ---------------------------------------------------------------------------
+
+def naming(variant: str, names: list[str]) -> Result:
+    """A failed result whose message names `names`, each a function of its one pass's table."""
+    return Result.model_validate({
+        "environment": "e", "variant": variant, "status": "error", "stage": "run",
+        "message": "cannot find " + " ".join(names),
+        "passes": [{"index": 0, "name": "P", "seconds": 0.0, "ir": "# ir",
+                    "functions": [{"name": name, "kind": "PrimFunc"} for name in names]}]})
+
+
+def test_symbol_traces_are_made_once_when_the_last_run_is_stored_and_capped(store: Store) -> None:
+    job, (once, twice) = two_variant_job()
+    store.submit(job, [once, twice], cap=CAP)
+    names = [f"fused_{n}_gv" for n in range(3 * MAX_SYMBOLS)]
+    for run in (once, twice):
+        store.claim(run.id, "h:1", 3, 5.0, never_gone)
+    store.finish(once.id, naming("once", names))
+    half = store.job(job.id)
+    assert half is not None and half.symbols is None  # not while a run is unfinished
+    store.finish(twice.id, naming("twice", names))
+    done = store.job(job.id)
+    assert done is not None and done.symbols is not None
+    assert [t.symbol for t in done.symbols][::2] == names[:MAX_SYMBOLS]
+    # Read back as stored, not made again from the runs' tables: those changed, they did not.
+    with store.write() as conn:
+        conn.execute(t.results.update().values(data={"status": "error", "passes": []}))
+    again = store.job(job.id)
+    assert again is not None and again.symbols == done.symbols
+
+
+def test_a_job_settled_by_an_older_version_gets_its_symbols_once(store: Store) -> None:
+    job, runs = two_variant_job()
+    store.submit(job, runs, cap=CAP)
+    for run in runs:
+        store.claim(run.id, "h:1", 3, 5.0, never_gone)
+        store.finish(run.id, naming(run.variant, ["f_gv"]))
+    with store.write() as conn:  # comparisons alone, as a list: what an older version stored
+        conn.execute(t.comparisons.update().values(data=[]))
+    old = store.job(job.id)
+    assert old is not None and old.comparisons == [] and old.symbols is None
+    settled = store.settle(job.id)
+    assert settled is not None and [trace.symbol for trace in settled[1]] == ["f_gv", "f_gv"]
+    now = store.job(job.id)
+    assert now is not None and now.symbols == settled[1]
