@@ -31,11 +31,13 @@ from cli.output import (
     reports_errors,
     shown,
 )
+from tvmrepro.bisect_suspects import annotate
 from tvmrepro.bisection import Observation, Options, evaluate, initial_probes, make_options
 from tvmrepro.cases import Case, load_case_file
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.fanout import fan_out
+from tvmrepro.history import History, open_history
 from tvmrepro.settings import Settings
 
 if TYPE_CHECKING:
@@ -60,8 +62,10 @@ def _run_one(case: Case, options: Options, env: Environment, runtime: Any) -> Ob
     return Observation(env.id, run_id, result)
 
 
-def bisect_locally(case: Case, options: Options, runtime_name: str, tick: Tick) -> dict[str, Any]:
-    """Run the probes here (in parallel), round after round, and judge them."""
+def bisect_locally(case: Case, options: Options, runtime_name: str, tick: Tick,
+                   history: History | None = None) -> dict[str, Any]:
+    """Run the probes here (in parallel), round after round, and judge them; with a history,
+    each transition gets its commit window and suspects."""
     from worker.runtimes import make_runtime
 
     runtime = make_runtime(runtime_name, Settings.from_env())
@@ -84,7 +88,44 @@ def bisect_locally(case: Case, options: Options, runtime_name: str, tick: Tick) 
                 found, todo = evaluate(options, observed)
     finally:
         getattr(runtime, "close", lambda: None)()
-    return evaluate(options, observed)[0]
+    firsts: dict[str, dict[str, Any]] = {}
+    for obs in observed:
+        firsts.setdefault(obs.environment, obs.result or {})
+    commits = {env_id: facts.get("commit") for env_id, facts in fingerprints.items()}
+    return annotate(evaluate(options, observed)[0], firsts.get, _case_json(case), history,
+                    commits)
+
+
+def _case_json(case: Case) -> dict[str, Any]:
+    return case.model_dump(mode="json", exclude_defaults=True)
+
+
+def chosen_history(flag: str | None) -> History | None:
+    """--history, else TVMREPRO_TVM_HISTORY, else the history beside the checkout (if any)."""
+    settings = Settings.from_env()
+    try:
+        return open_history(flag or settings.tvm_history, settings.home)
+    except BadInput as exc:
+        raise BadInput("--history" if flag else "TVMREPRO_TVM_HISTORY", exc.problem) from exc
+
+
+def annotate_remote(client: ApiClient, job_id: str, found: dict[str, Any], case: Case,
+                    history: History) -> dict[str, Any]:
+    """A service's bisect object given windows and suspects here, from this history: the
+    failing runs' results and logs are read back from the service."""
+    firsts = {p["environment"]: p["runs"][0] for p in found.get("probes") or [] if p["runs"]}
+
+    def result_of(env_id: str) -> dict[str, Any] | None:
+        if env_id not in firsts:
+            return None
+        result = dict(client.result(job_id, firsts[env_id]))
+        result = dict(result.get("result") or result)
+        if result.get("signature_frame"):
+            log = client.run_part(job_id, firsts[env_id], "log")
+            result["log_text"] = f"{log.get('stdout', '')}\n{log.get('stderr', '')}"
+        return result
+
+    return annotate(found, result_of, _case_json(case), history)
 
 
 def _reserve(runtime: Any, case: Case, envs: list[Environment], repeat: int) -> None:
@@ -143,9 +184,12 @@ def bisect_view(found: dict[str, Any], title: str) -> Table:
         table.add_row(plain(probe["environment"]), plain(probe["verdict"], style),
                       plain(probe["status"], status_style),
                       plain(probe["stage"] or ""), plain(probe["signature"] or ""))
-    lines = [shown(f"{t['before']} ({t['from']}) -> {t['after']} ({t['to']})"
-                   + (f", candidates: {', '.join(t['candidates'])}" if t["candidates"] else ""))
-             for t in found["transitions"]]
+    lines = []
+    for t in found["transitions"]:
+        lines.append(shown(f"{t['before']} ({t['from']}) -> {t['after']} ({t['to']})"
+                           + (f", candidates: {', '.join(t['candidates'])}"
+                              if t["candidates"] else "")))
+        lines += [shown(line) for line in window_lines(t)]
     lines.append(shown(f"verdict: {found['verdict']} (oracle {found['oracle']}"
                        + (f", reference {found['reference']}" if found.get("reference") else "")
                        + ")"))
@@ -178,9 +222,13 @@ def _environments(env_ids: tuple[str, ...], device: str) -> list[Environment]:
               help="With --local: a sandboxed local environment, or the environment's image.")
 @click.option("--json", "as_json", is_flag=True, help="Print the bisect object as JSON.")
 @click.option("--server", default=None, help=SERVER_HELP)
+@click.option("--history", default=None, help="apache/tvm's history for each transition's "
+              "commit window and suspects: a commit index (JSON lines), a git clone, or a URL "
+              "(default: TVMREPRO_TVM_HISTORY).")
 def bisect(case_file: Path, variant: str | None, env_ids: tuple[str, ...], device: str,
                    oracle: str, reference: str | None, repeat: int, strategy: str, local: bool,
-                   runtime_name: str, as_json: bool, server: str | None) -> None:
+                   runtime_name: str, as_json: bool, server: str | None,
+                   history: str | None) -> None:
     """Which releases show the bug, and where it changed (every transition)."""
     case = load_case_file(case_file)
     envs = _environments(env_ids, device)
@@ -188,12 +236,34 @@ def bisect(case_file: Path, variant: str | None, env_ids: tuple[str, ...], devic
         default_catalog().get(reference, "--reference")
     options = make_options(case, envs, variant, oracle, reference, repeat, strategy,
                            fields=CLI_FIELDS)
+    # The service's own history answers a job; --history asks for this one instead.
+    known = chosen_history(history) if local or history else None
     with probe_progress(as_json) as tick:
         if local:
-            found = bisect_locally(case, options, runtime_name, tick)
+            found = bisect_locally(case, options, runtime_name, tick, known)
         else:
-            _, found = bisect_remotely(case, options, server, tick, as_json)
+            job_id, found = bisect_remotely(case, options, server, tick, as_json)
+            if known is not None:
+                from cli.remote import connect
+
+                found = annotate_remote(connect(server), job_id, found, case, known)
     show_bisect(found, case.title or case_file.name, as_json)
+
+
+def window_lines(change: dict[str, Any], top: int = 3) -> list[str]:
+    """A transition's commit window and its best suspects, in a few lines."""
+    span = change.get("window")
+    if not span:
+        return []
+    lines = [f"  window: {span['commits']} commits"
+             + (f" ({span['picked']} already in the earlier release)" if span.get("picked")
+                else "") + (f", {span['compare_url']}" if span.get("compare_url") else "")]
+    if span.get("open_ended"):
+        lines.append(f"  open-ended: {span.get('missing')}")
+    for n, suspect in enumerate((change.get("suspects") or [])[:top], 1):
+        lines.append(f"  suspect {n}: {suspect['score']:.2f} {suspect['subject']} "
+                     f"{suspect['url']}")
+    return lines
 
 
 @contextlib.contextmanager

@@ -56,13 +56,14 @@ def env_list(as_json: bool) -> None:
         rows.append({"id": environment.id, "tvm": environment.release, "device": environment.device,
                      "image": environment.image, "packages": environment.packages,
                      "verified": environment.verified,
-                     "provisioned": fingerprint is not None})
+                     "provisioned": fingerprint is not None,
+                     "commit": (fingerprint or {}).get("commit")})
     if as_json:
         print_json({"environments": rows})
         return
     for row in rows:
         mark = "provisioned" if row["provisioned"] else "-"
-        click.echo(f"{row['id']:<28} {row['device']:<5} {mark}")
+        click.echo(f"{row['id']:<28} {row['device']:<5} {mark:<12} {row['commit'] or ''}".rstrip())
 
 
 @env.command("provision")

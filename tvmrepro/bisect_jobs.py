@@ -15,6 +15,7 @@ import time
 import uuid
 from typing import Any
 
+from tvmrepro.bisect_suspects import annotate, configured_history
 from tvmrepro.bisection import Observation, Options, evaluate, initial_probes, parse_oracle
 from tvmrepro.cases import Case, parse_case
 from tvmrepro.environments import Catalog
@@ -60,6 +61,25 @@ def observations(store: Store, runs: list[RunRow], options: Options) -> list[Obs
     return [Observation(r.environment, r.id, _result(store, r, with_log)) for r in runs]
 
 
+def with_suspects(store: Store, found: dict[str, Any], runs: list[RunRow],
+                  case: dict[str, Any]) -> dict[str, Any]:
+    """A finished bisection's transitions with their commit windows and suspects, when the
+    service has a history (TVMREPRO_TVM_HISTORY): each side's first run, with its log."""
+    history = configured_history()
+    if history is None or not found["transitions"]:
+        return found
+    firsts: dict[str, RunRow] = {}
+    for run in runs:
+        firsts.setdefault(run.environment, run)
+
+    def result_of(env_id: str) -> dict[str, Any] | None:
+        run = firsts.get(env_id)
+        return _result(store, run, with_log=True) if run is not None else None
+
+    commits = {env_id: facts.get("commit") for env_id, facts in store.fingerprints().items()}
+    return annotate(found, result_of, case, history, commits)
+
+
 def stepper(store: Store, catalog: Catalog) -> BisectionStep:
     """The step that advance_bisection applies: judge, and add the next probes' runs."""
 
@@ -78,6 +98,8 @@ def stepper(store: Store, catalog: Catalog) -> BisectionStep:
             if any(r.state == RunState.QUEUED for r in more):
                 found, _ = evaluate(options, observations(store, runs + added, options))
                 break
+        if found["finished"]:
+            found = with_suspects(store, found, runs + added, job.case)
         probed = {r.environment for r in runs + added}
         return BisectionUpdate(
             runs=added, environments=[e for e in options.environments if e in probed],

@@ -146,6 +146,33 @@ class BisectProbe(BaseModel):
                                               description="each repeat's status (repeat > 1)")
 
 
+class CommitWindow(BaseModel):
+    """The commits between the two releases' builds of a transition."""
+
+    from_commit: str | None = Field(description="the earlier release's commit")
+    to_commit: str | None = Field(description="the later release's commit")
+    commits: int = Field(description="reachable from to_commit and not from from_commit")
+    open_ended: bool = Field(description="a commit is not in the history: the window runs to "
+                                         "the history's end (`missing` says what is missing)")
+    compare_url: str | None = None
+    picked: int = Field(default=0, description="of them, changes the earlier release already "
+                                               "has as cherry-picks (never suspects)")
+    history: str | None = None
+    missing: str | None = None
+
+
+class Suspect(BaseModel):
+    """A commit of the window, ranked by the transition's evidence."""
+
+    sha: str
+    pr: int | None = None
+    subject: str
+    url: str
+    date: str | None = None
+    score: float = Field(description="the share of the evidence it accounts for (README)")
+    reasons: list[str]
+
+
 class BisectTransition(BaseModel):
     """A change of verdict between two neighbouring decided probes."""
 
@@ -156,6 +183,9 @@ class BisectTransition(BaseModel):
     to: Literal["good", "bad"]
     candidates: list[str] = Field(description="environments between them that were skipped, "
                                               "flaky or not probed: the change may lie there")
+    # With a history only (CONTRACT.md, "Commit windows and suspects"); absent otherwise.
+    window: CommitWindow | None = Field(default=None, exclude_if=lambda v: v is None)
+    suspects: list[Suspect] | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class BisectProgress(BaseModel):

@@ -18,7 +18,7 @@ from worker.runtimes.base import Runtime
 
 log = logging.getLogger(__name__)
 # What the API needs of a fingerprint: pass names validate cases; the rest is shown.
-FINGERPRINT_FIELDS = ("version", "python", "libinfo", "passes")
+FINGERPRINT_FIELDS = ("version", "python", "libinfo", "passes", "commit")
 
 
 def prepare(runtime: Runtime, envs: list[Environment], store: Store) -> None:

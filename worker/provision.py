@@ -18,6 +18,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -37,14 +38,21 @@ IN_USE_ATTEMPTS = 5  # the link moved under us this often in a row: give up
 # Run inside an environment (a local one, or an image): what TVM it really has.
 TVM_FACTS_PROBE = """
 import json, sys, tvm, tvm.relax
+try:
+    from tvm._version import commit_id
+except ImportError:
+    commit_id = None
 names = set()
 for mod in ("relax", "tirx", "tir"):
     ns = getattr(getattr(tvm, mod, None), "transform", None)
     names.update(n for n in dir(ns) if n[:1].isupper() and callable(getattr(ns, n))) if ns else None
 print(json.dumps({"version": tvm.__version__, "python": sys.version.split()[0],
                   "libinfo": {str(k): str(v) for k, v in tvm.support.libinfo().items()},
-                  "passes": sorted(names)}))
+                  "passes": sorted(names), "commit": commit_id}))
 """
+# The wheel's own record of its commit, read without importing TVM (for environments made
+# before fingerprints recorded it).
+_COMMIT_ID = re.compile(r"""^__commit_id__ = commit_id = ['"]([^'"]+)['"]""", re.MULTILINE)
 
 
 def env_dir(settings: Settings, env: Environment) -> Path:
@@ -63,7 +71,23 @@ def read_fingerprint(settings: Settings, env: Environment) -> dict[str, Any] | N
         data: dict[str, Any] = json.loads((env_dir(settings, env) / FINGERPRINT).read_text())
     except (OSError, ValueError):
         return None
-    return data if data.get("packages") == env.packages else None
+    if data.get("packages") != env.packages:
+        return None
+    if "commit" not in data:
+        data["commit"] = wheel_commit(env_dir(settings, env))
+    return data
+
+
+def wheel_commit(venv: Path) -> str | None:
+    """The commit TVM was built from, as its wheel's tvm/_version.py says (`g7b5acb32b`)."""
+    for version in venv.glob("lib/python*/site-packages/tvm/_version.py"):
+        try:
+            match = _COMMIT_ID.search(version.read_text())
+        except OSError:
+            continue
+        if match:
+            return match[1]
+    return None
 
 
 @contextmanager

@@ -149,3 +149,49 @@ def test_a_large_refactor_is_weighed_down_by_what_else_it_changed() -> None:
     assert refactor["reasons"][-1] == "weighed down x0.30: it changes 266 files"
     small = next(s for s in change["suspects"] if s["pr"] == 19873)  # five files
     assert not any(r.startswith("weighed down") for r in small["reasons"])
+
+
+@needs_index
+def test_a_bisect_job_stores_its_windows_and_suspects(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The service's path: a bisect job's step, on a real store, with TVMREPRO_TVM_HISTORY."""
+    import time
+    import uuid
+
+    from tests.tvmrepro.test_store import CAP, never_gone
+    from tvmrepro import bisect_suspects
+    from tvmrepro.bisect_jobs import advance, start
+    from tvmrepro.bisection import make_options
+    from tvmrepro.cases import parse_case
+    from tvmrepro.environments import default_catalog
+    from tvmrepro.models import Bisection
+    from tvmrepro.results import Result
+    from tvmrepro.rows import JobRow
+    from tvmrepro.store import Store
+
+    monkeypatch.setenv("TVMREPRO_TVM_HISTORY", str(INDEX))
+    bisect_suspects._opened.cache_clear()
+    stored = STORED["transitions"][0]
+    case = parse_case(json.loads((REPO / "tests/cases" / stored["case"] / "case.json")
+                                 .read_text()))
+    catalog = default_catalog()
+    options = make_options(case, [catalog.get(stored["before"]), catalog.get(stored["after"])],
+                           bypass_cache=True)
+    store = Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
+    store.create_schema()
+    job = JobRow(id=uuid.uuid4().hex, kind="bisect", case=case.model_dump(mode="json"),
+                 environments=options.environments, variants=[options.variant],
+                 created_at=time.time())
+    _, runs = bisected(stored)
+    for run in start(store, job, case, options, catalog, CAP):
+        store.claim(run.id, "h:1", 3, 5.0, never_gone)
+        outcome = {"variant": run.variant, **runs[run.environment],
+                   "environment": run.environment}
+        assert store.finish(run.id, Result.model_validate(outcome))
+    advance(store, job.id, catalog)
+    found = (store.bisection(job.id) or {})["result"]
+    store.dispose()
+    shown = Bisection.model_validate(found).model_dump(mode="json")  # as the API answers it
+    change = shown["transitions"][0]
+    assert change["window"]["commits"] == 89
+    assert [s["pr"] for s in change["suspects"]][:1] == [19683]

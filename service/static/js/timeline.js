@@ -40,6 +40,28 @@ export function renderBisect(job, panel, summary, list) {
   const candidates = new Set(b.transitions.flatMap((t) => t.candidates));
   fill(summary, summaryText(b));
   fill(list, b.environments.map((env) => probeItem(env, probes.get(env), changes.get(env), candidates.has(env))));
+  let windows = panel.querySelector("div.windows");
+  if (!windows) {
+    windows = el("div", { class: "windows" });
+    list.after(windows);
+  }
+  fill(windows, b.transitions.filter((t) => t.window).map(windowItem));
+}
+
+/** A transition's commit window (compare link, what is missing) and its ranked suspects. */
+function windowItem(t) {
+  const w = t.window;
+  const picked = w.picked ? ` (${w.picked} of them already in ${t.before} as cherry-picks)` : "";
+  return el("section", { class: "window", "data-after": t.after },
+    el("h4", {}, `${t.before} → ${t.after}: ${w.commits} commits${picked}`),
+    w.compare_url ? el("a", { href: w.compare_url, rel: "noopener" }, "compare on GitHub") : null,
+    w.open_ended ? el("p", { class: "hint open-ended" }, `Open-ended: ${w.missing}`) : null,
+    (t.suspects || []).length
+      ? el("ol", { class: "suspects" }, t.suspects.map((s) => el("li", {},
+          el("a", { href: s.url, rel: "noopener" }, s.pr ? `#${s.pr}` : s.sha.slice(0, 10)),
+          ` ${s.subject} `, el("span", { class: "score" }, `score ${s.score.toFixed(2)}`),
+          el("ul", { class: "reasons" }, s.reasons.map((r) => el("li", {}, r))))))
+      : el("p", { class: "hint" }, "No commit of the window shows the evidence."));
 }
 
 /** POST a bisect job for this job's case over its device's served releases; go to its page. */
