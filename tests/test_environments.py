@@ -69,3 +69,12 @@ def test_spanning_takes_the_newest_final_release_of_each_minor() -> None:
                       and (e.version.major, e.version.minor) == (env.version.major, env.version.minor)]
         assert env.device == "cpu" and env.version == max(e.version for e in same_minor)
     assert [e.version for e in spanning] == sorted(e.version for e in spanning)
+
+
+def test_a_mistyped_id_gets_the_nearest_known_one() -> None:
+    with pytest.raises(UnknownEnvironment) as info:
+        default_catalog().get("tvm-0.27.0-post1-cpu")
+    assert "did you mean tvm-0.27.0.post1-cpu?" in str(info.value)
+    with pytest.raises(UnknownEnvironment) as far:
+        default_catalog().get("pytorch-2.0")
+    assert "did you mean" not in str(far.value)

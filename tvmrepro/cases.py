@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from tvmrepro.errors import BadInput
+from tvmrepro.errors import BadInput, did_you_mean
 from tvmrepro.settings import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, MAX_MEMORY_MB, MAX_TIMEOUT_S
 
 SCRIPT_VARIANT = "script"
@@ -224,8 +224,7 @@ def check_pass_names(case: Case, known: set[str]) -> None:
     for v_index, variant in enumerate(case.variants):
         for p_index, spec in enumerate(variant.passes):
             if spec.name not in known:
-                near = sorted(n for n in known if n.lower() == spec.name.lower())
-                hint = f"; did you mean {near[0]}?" if near else ""
                 raise BadInput(f"variants[{v_index}].passes[{p_index}]",
                                f"unknown pass {spec.name!r} (not in tvm.relax.transform or "
-                               f"tvm.tirx.transform of any selected environment){hint}")
+                               f"tvm.tirx.transform of any selected environment)"
+                               f"{did_you_mean(spec.name, known)}")

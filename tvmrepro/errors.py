@@ -14,6 +14,9 @@ exception: these are only for faults of the service and for bad input.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class ReproError(Exception):
     """Root of every error tvm-repro raises on purpose."""
@@ -28,11 +31,19 @@ class BadInput(ReproError):
         self.problem = problem
 
 
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """"; did you mean X?" for the known name closest to a mistyped one (case aside), or ""."""
+    by_lower = {k.lower(): k for k in known}
+    near = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.75)
+    return f"; did you mean {by_lower[near[0]]}?" if near else ""
+
+
 class UnknownEnvironment(BadInput):
     """An environment id that the catalog does not list."""
 
     def __init__(self, env_id: str, known: list[str], field: str = "environments") -> None:
-        super().__init__(field, f"unknown environment {env_id!r}; known: {', '.join(known)}")
+        super().__init__(field, f"unknown environment {env_id!r}{did_you_mean(env_id, known)}; "
+                                f"known: {', '.join(known)}")
         self.env_id = env_id
 
 

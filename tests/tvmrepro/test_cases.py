@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tvmrepro.cases import load_case_file, parse_case
+from tvmrepro.cases import check_pass_names, load_case_file, parse_case
 from tvmrepro.errors import BadInput
 
 MODULE = "from tvm.script import ir as I\n@I.ir_module\nclass Module:\n    pass\n"
@@ -55,3 +55,15 @@ def test_a_nul_byte_is_named_without_a_location() -> None:
 
 def test_a_good_case_passes() -> None:
     assert parse_case(GOOD).variant_names == ["a"]
+
+
+def test_an_unknown_pass_gets_the_nearest_known_one() -> None:
+    case = parse_case({**GOOD, "variants": [{"name": "a", "passes": ["LegalizeOp", "FuseTir"]}]})
+    known = {"LegalizeOps", "FuseTIR", "FuseOps"}
+    with pytest.raises(BadInput) as info:
+        check_pass_names(case, known)
+    assert info.value.field == "variants[0].passes[0]"
+    assert info.value.problem.endswith("; did you mean LegalizeOps?")
+    second = parse_case({**GOOD, "variants": [{"name": "a", "passes": ["FuseTir"]}]})
+    with pytest.raises(BadInput, match="did you mean FuseTIR"):
+        check_pass_names(second, known)
