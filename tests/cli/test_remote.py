@@ -27,7 +27,8 @@ SERVER = "http://tvmrepro.test"
 @pytest.fixture
 def app(tmp_path: Path) -> Iterator[Flask]:
     """The real API on a fresh home, knowing the passes of the two environments (no TVM)."""
-    settings = Settings.from_env({"TVMREPRO_HOME": str(tmp_path)})
+    settings = Settings.from_env({"TVMREPRO_HOME": str(tmp_path),
+                                  "TVMREPRO_ALLOWED_HOSTS": "tvmrepro.test"})  # SERVER's name
     app = create_app(settings)
     service: JobService = app.extensions["tvmrepro"]
     for env_id in (OLD_ENV, NEW_ENV):
