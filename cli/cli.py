@@ -240,9 +240,10 @@ def new_command(module_file: Path, variants: tuple[str, ...], module: str | None
     """Make a case (JSON) from a .py file that defines an IRModule, with named pass sequences."""
     import json
 
-    from cli.new import new_case
+    from cli.new import new_case, provisioned_passes
 
-    case = new_case(module_file, list(variants), module, target=target, entry=entry)
+    case = new_case(module_file, list(variants), module, provisioned_passes(Settings.from_env()),
+                    target=target, entry=entry)
     text = json.dumps(case, indent=2) + "\n"
     if output is None:
         click.echo(text, nl=False)

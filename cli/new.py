@@ -6,8 +6,10 @@ import ast
 from pathlib import Path
 from typing import Any
 
-from tvmrepro.cases import parse_case
+from tvmrepro.cases import check_pass_names, parse_case
+from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
+from tvmrepro.settings import Settings
 
 
 def module_names(source: str) -> list[str]:
@@ -34,8 +36,23 @@ def parse_variant(text: str, index: int) -> dict[str, Any]:
     return {"name": name.strip(), "passes": names}
 
 
-def new_case(path: Path, variants: list[str], module: str | None, **fields: Any) -> dict[str, Any]:
-    """The case JSON for the module in `path` with these variants; BadInput names what is wrong."""
+def provisioned_passes(settings: Settings) -> set[str]:
+    """Every pass name that some environment provisioned in this home has (empty: none is)."""
+    from worker.provision import read_fingerprint
+
+    known: set[str] = set()
+    for environment in default_catalog().environments:
+        fingerprint = read_fingerprint(settings, environment) or {}
+        known.update(fingerprint.get("passes") or ())
+    return known
+
+
+def new_case(path: Path, variants: list[str], module: str | None, known_passes: set[str],
+             **fields: Any) -> dict[str, Any]:
+    """The case JSON for the module in `path` with these variants; BadInput names what is wrong.
+
+    A pass that no environment in `known_passes`'s home has is refused with the nearest one
+    (no check when nothing is provisioned: there is nothing to check against)."""
     try:
         source = path.read_text()
     except OSError as exc:
@@ -57,5 +74,5 @@ def new_case(path: Path, variants: list[str], module: str | None, **fields: Any)
     case = {"title": path.name, "source": source, "module": module,
             "variants": [parse_variant(v, i) for i, v in enumerate(variants)],
             **{k: v for k, v in fields.items() if v is not None}}
-    parse_case(case)  # the same validation a submission gets
+    check_pass_names(parse_case(case), known_passes)  # the same validation a submission gets
     return case

@@ -56,3 +56,13 @@ def test_new_refuses_a_file_without_a_module(tmp_path: Path) -> None:
     proc = tvmrepro("new", str(plain), "--variant", "a=FuseTIR", home=tmp_path)
     assert proc.returncode == 2
     assert "defines 0 @I.ir_module classes (none); name one" in proc.stderr
+
+
+@pytest.mark.tvm
+def test_new_refuses_a_pass_no_provisioned_environment_has(
+        module_file: Path, test_home: Path, tvm_envs: dict[str, Environment]) -> None:
+    proc = tvmrepro("new", str(module_file), "--variant", "once=FuseTIR,LambdaLft",
+                    home=test_home)
+    assert proc.returncode == 2, proc.stdout
+    assert "variants[0].passes[1]: unknown pass 'LambdaLft'" in proc.stderr
+    assert "did you mean LambdaLift?" in proc.stderr
