@@ -27,10 +27,14 @@ from tvmrepro.store_bisections import BisectionUpdate
 from tvmrepro.symbols import MAX_SYMBOLS
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    """An empty SQLite store (the database whose one write lock every user shares)."""
-    opened = Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
+@pytest.fixture(params=("sqlite", "postgres"))
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """An empty store: SQLite (whose one write lock every user shares) or PostgreSQL."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    else:
+        url = request.getfixturevalue("clean_postgres")
+    opened = Store(url)
     opened.create_schema()
     yield opened
     opened.dispose()
@@ -146,7 +150,7 @@ def test_the_oracle_is_judged_without_the_write_lock(store: Store, pattern: str)
 def test_other_writers_are_answered_while_a_catastrophic_oracle_is_judged(store: Store) -> None:
     job_id = bisect_job(store, "regex:(a|aa)+$")
     judging = threading.Thread(target=lambda: [advance(store, job_id, default_catalog())
-                                               for _ in range(5)])
+                                               for _ in range(3)])
     judging.start()
     waits = []
     while judging.is_alive():  # other users' submissions meanwhile, each answered at once
