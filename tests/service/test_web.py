@@ -297,3 +297,24 @@ def test_examples_are_the_test_cases(name: str) -> None:
     shipped = REPO / "service" / "static" / "examples" / f"{name}.json"
     assert json.loads(shipped.read_text()) == json.loads(
         (REPO / "tests" / "cases" / name / "case.json").read_text())
+
+
+def test_a_bisection_shows_its_commit_window_under_the_timeline(browser: Any, stack: Stack) -> None:
+    import time
+
+    from tests.bisect_support import fixed_in_027
+
+    job = stack.submit({"kind": "bisect", "case": fixed_in_027(0, f"window {time.time()}"),
+                        "environments": [OLD_ENV, NEW_ENV]})
+    change = stack.wait(job["id"])["bisect"]["transitions"][0]
+    span = change["window"]  # the service's history: the index beside the checkout
+    assert span["open_ended"]  # 0.27.0.post1's commit is newer than the history
+    browser.get(f"{stack.url}/jobs/{job['id']}")
+    wait_for(browser, lambda d: by_css(d, "div.windows section.window"), "the commit window")
+    text = one(browser, "div.windows section.window").text
+    assert f"{OLD_ENV} \u2192 {NEW_ENV}: {span['commits']} commits" in text
+    assert f"Open-ended: {span['missing']}" in text
+    link = one(browser, "div.windows section.window a")
+    assert link.get_attribute("href") == span["compare_url"]
+    shown = by_css(browser, "ol.suspects > li")
+    assert len(shown) == len(change["suspects"])
