@@ -143,12 +143,16 @@ def run_locally(case: Case, envs: list[Environment], variants: list[str],
 @click.option("--bypass-cache", is_flag=True, help="Run again even where a result exists.")
 @click.option("--queue", is_flag=True,
               help="Queue runs for environments that no live worker serves yet (else refused).")
+@click.option("--title", default=None,
+              help="The job's title (default: the case's, or the script's file name).")
 @reports_errors
 def run(case_file: Path, env_ids: tuple[str, ...], variant_names: tuple[str, ...], local: bool,
         runtime_name: str, cold: bool, as_json: bool, server: str | None, no_wait: bool,
-        bypass_cache: bool, queue: bool) -> None:
+        bypass_cache: bool, queue: bool, title: str | None) -> None:
     """Run a case (.json) or a repro script (.py) on pinned TVM environments."""
     case = load_case_file(case_file)
+    if title is not None:
+        case = case.model_copy(update={"title": title})
     envs = _selected_envs(env_ids)
     variants = _variants(case, variant_names)
     if not local:

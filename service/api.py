@@ -266,7 +266,9 @@ def register_errors(app: Flask) -> None:
         code = exc.code or 500
         if code == 413:
             limit = current_app.config["MAX_CONTENT_LENGTH"]
-            return error(413, f"the request is larger than {limit} bytes")
+            return error(413, f"the request is larger than {limit} bytes, the service's "
+                              f"TVMREPRO_MAX_REQUEST_BYTES; a case this large runs without "
+                              f"the service: tvmrepro run --local")
         return error(code, exc.description or exc.name)
 
     @app.errorhandler(Exception)

@@ -64,7 +64,19 @@ def test_a_request_over_the_service_limit_is_bad_input(server: str, tmp_path: Pa
     big = script(tmp_path, "big.py", "x = 1\n" + "# padding\n" * MAX_BYTES)
     result = tvmrepro("run", big, "--env", NEW_ENV, "--queue", "--no-wait", "--server", server)
     assert result.exit_code == 2, result.output
-    assert said(result) == f"error: the request is larger than {MAX_BYTES} bytes"
+    assert said(result) == (f"error: the request is larger than {MAX_BYTES} bytes, the "
+                            "service's TVMREPRO_MAX_REQUEST_BYTES; a case this large runs "
+                            "without the service: tvmrepro run --local")
+
+
+def test_a_job_gets_the_title_given(server: str, tmp_path: Path) -> None:
+    result = tvmrepro("run", script(tmp_path, "repro.py", "print(1)\n"), "--title",
+                      "FuseTIR once: VM cannot find the kernel", "--env", NEW_ENV, "--queue",
+                      "--no-wait", "--server", server)
+    assert result.exit_code == 0, result.output
+    listed = tvmrepro("jobs", "--server", server)
+    assert "FuseTIR once: VM cannot find the kernel" in listed.stdout
+    assert "repro.py" not in listed.stdout
 
 
 def test_a_full_queue_is_a_failure_to_retry_later(server: str, tmp_path: Path) -> None:
