@@ -154,6 +154,13 @@ def _text_or_none(value: Any, cap: int = TEXT_CAP) -> str | None:
     return value if len(value) <= cap else value[:cap] + "…[clipped]"
 
 
+def _pass_path(value: Any) -> list[str] | None:
+    """A claimed pass path (the passes running, outermost first), as the store keeps it."""
+    if not isinstance(value, list):
+        return None
+    return [_text_or_none(name, SHORT_TEXT_CAP) or "" for name in value[:64]]
+
+
 def _claimed_fields(event: dict[str, Any]) -> dict[str, Any]:
     """A result event's fields, each of the type a result has (a claim of another type, or of
     an unknown status, must not make the run's result fail to validate: that would read as
@@ -165,9 +172,7 @@ def _claimed_fields(event: dict[str, Any]) -> dict[str, Any]:
     fields: dict[str, Any] = {"status": status}
     for key in CLAIMED_TEXT:
         fields[key] = _text_or_none(event.get(key))
-    path = event.get("pass_path")
-    fields["pass_path"] = ([_text_or_none(p, SHORT_TEXT_CAP) or "" for p in path[:64]]
-                           if isinstance(path, list) else None)
+    fields["pass_path"] = _pass_path(event.get("pass_path"))
     for key in ("outputs", "reference_outputs"):
         value = event.get(key)
         fields[key] = value if len(json.dumps(value, default=str)) <= OUTPUTS_CAP else None
@@ -221,8 +226,9 @@ def assemble_result(job: SandboxJob, ex: Execution) -> Result:
     result_event = _last(events, "result")
     start = _last(events, "start") or {}
     stage_event = _last(events, "stage")
-    rewrites = [r for r in (_last(events, "rewrites") or {}).get("rewrites") or []
-                if isinstance(r, str)][:100]
+    said_rewrites = (_last(events, "rewrites") or {}).get("rewrites")
+    rewrites = [r[:SHORT_TEXT_CAP] for r in (said_rewrites if isinstance(said_rewrites, list)
+                                             else []) if isinstance(r, str)][:100]
     passes = _pass_records(events)
     fields: dict[str, Any]
     if result_event and ended_cleanly(ex):
@@ -230,8 +236,8 @@ def assemble_result(job: SandboxJob, ex: Execution) -> Result:
         fields = _judged_claims(job, ex, fields, started=bool(start))
     else:
         fields = _outcome_without_result(job, ex, started=bool(start))
-        fields["stage"] = stage_event["stage"] if stage_event else None
-        fields["pass_path"] = stage_event.get("pass_path") if stage_event else None
+        fields["stage"] = _text_or_none((stage_event or {}).get("stage"), SHORT_TEXT_CAP)
+        fields["pass_path"] = _pass_path((stage_event or {}).get("pass_path"))
         fields["signature"] = f"{fields['error_type']}: {fields['message']}"
         if fields["status"] == Status.CRASH:
             fields["signature"] = f"crash: {ex.signal}"

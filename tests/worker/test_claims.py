@@ -97,3 +97,16 @@ def test_a_run_that_floods_ir_snapshots_keeps_its_own_result(
     stored_ir = sum(len(p.ir) for p in result.passes)
     assert 0 < stored_ir <= RUN_IR_CAP + len(result.passes) * len(IR_NOT_KEPT) + 200
     assert "IR not stored" in result.passes[-1].ir
+
+
+def test_a_malformed_stage_before_a_death_is_still_the_case_s_crash(
+        warm_runtime: LocalRuntime, tvm_envs: dict[str, Environment]) -> None:
+    forged = (IS_FIFO + "import json\n"
+              "line = json.dumps({'event': 'stage', 'stage': 5, 'pass_path': 'not a list'})\n"
+              "for fd in range(3, 1600):\n"
+              "    if _is_fifo(fd):\n"
+              "        os.write(fd, (line + '\\n').encode())\n"
+              "os.abort()\n")
+    result = run(warm_runtime, tvm_envs[NEW_ENV], forged)
+    assert (result.status, result.signal, result.stage, result.pass_path) == (
+        "crash", "SIGABRT", None, None), (result.message, result.log.stderr[-2000:])
