@@ -15,6 +15,7 @@ import dataclasses
 import faulthandler
 import inspect
 import os
+import runpy
 import sys
 import time
 import traceback
@@ -60,9 +61,24 @@ def _harness_mode(case: dict[str, Any]) -> str | None:
     return (case.get("harness") or {}).get("mode")
 
 
+HARNESS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _is_harness_frame(filename: str) -> bool:
+    """The harness's own code, or runpy's that runs a script for it."""
+    return filename.startswith(HARNESS_DIR) or filename in (runpy.__file__, "<frozen runpy>")
+
+
 def _print_traceback(exc: BaseException) -> None:
-    """The traceback to the log, wherever stderr is now: the case may have closed or replaced it."""
-    text = "".join(traceback.format_exception(exc))
+    """The traceback to the log, wherever stderr is now: the case may have closed or replaced it.
+
+    It starts at the case's own code (or TVM's): the harness frames that called it say nothing
+    to the report's reader and pushed the user's line out of sight."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None and \
+            _is_harness_frame(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    text = "".join(traceback.format_exception(type(exc), exc, tb))
     try:
         sys.stderr.write(text)
         sys.stderr.flush()

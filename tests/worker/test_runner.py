@@ -102,3 +102,15 @@ def test_reports_may_import_tvm_testing(tvm_envs: dict[str, Environment], warm_r
     script = "import numpy as np, tvm.testing\ntvm.testing.assert_allclose(np.ones(3), np.ones(3))\n"
     result = run_variant(parse_case({"script": script}), "script", tvm_envs[OLD_ENV], warm_runtime)
     assert result.status == "ok", result.log.stderr[-2000:]
+
+
+def test_a_scripts_traceback_starts_at_the_script(tvm_envs: dict[str, Environment],
+                                                  warm_runtime: LocalRuntime) -> None:
+    script = "def inner():\n    raise ValueError('from the case')\n\ninner()\n"
+    result = run_variant(parse_case({"script": script}), "script", tvm_envs[NEW_ENV],
+                         warm_runtime)
+    assert result.status == "error" and result.error_type == "ValueError"
+    traceback = result.log.stderr[result.log.stderr.index("Traceback"):]
+    frames = [line for line in traceback.splitlines() if line.startswith('  File "')]
+    assert "harness" not in frames[0], traceback  # no harness frame before the case's
+    assert [f.rsplit(", in ", 1)[1] for f in frames] == ["<module>", "inner"], traceback
