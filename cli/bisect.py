@@ -189,7 +189,6 @@ def bisect_view(found: dict[str, Any], title: str) -> Table:
         lines.append(shown(f"{t['before']} ({t['from']}) -> {t['after']} ({t['to']})"
                            + (f", candidates: {', '.join(t['candidates'])}"
                               if t["candidates"] else "")))
-        lines += [shown(line) for line in window_lines(t)]
     lines.append(shown(f"verdict: {found['verdict']} (oracle {found['oracle']}"
                        + (f", reference {found['reference']}" if found.get("reference") else "")
                        + ")"))
@@ -282,7 +281,15 @@ def show_bisect(found: dict[str, Any], title: str, as_json: bool) -> None:
     if as_json:
         print_json(found)
         return
-    Console(width=max(Console().width, 140)).print(bisect_view(found, title))
+    console = Console(width=max(Console().width, 140))
+    console.print(bisect_view(found, title))
+    # Each transition's commit window and best suspects, below the table (URLs unwrapped).
+    for change in found["transitions"]:
+        lines = window_lines(change)
+        if lines:
+            console.print(shown(f"{change['before']} -> {change['after']}:"), soft_wrap=True)
+        for line in lines:
+            console.print(shown(line), soft_wrap=True, highlight=False)
 
 
 bisect_command: click.Command = click.command("bisect")(reports_errors(bisect))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from markdown_it import MarkdownIt
 
 from tests.tvmrepro.test_suspects import STORED, needs_index, suspects_of
@@ -57,3 +58,19 @@ def test_a_reason_quoting_the_case_stays_code() -> None:
     html = MarkdownIt("commonmark").render(report_of(change))
     assert "http://evil" not in html.replace("<code>[x](http://evil) @someone</code>", "") \
         .replace("<code>changes lines naming ![i](http://evil/i.png)</code>", "")
+
+
+@needs_index
+def test_the_command_lists_the_window_and_three_suspects_below_its_table(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from cli.bisect import show_bisect
+
+    change = suspects_of(STORED["transitions"][2])
+    show_bisect({"probes": [], "transitions": [change], "verdict": "changed",
+                 "oracle": "output"}, "case", as_json=False)
+    text = capsys.readouterr().out
+    assert "  window: 35 commits, https://github.com/apache/tvm/compare/" in text
+    assert "  open-ended: the later release's commit fa3a688fb is newer" in text
+    assert "  suspect 1: 0.43 [BugFix][TE] Initialize nested reductions at the outermost " \
+        "reduction scope (#20116) https://github.com/apache/tvm/pull/20116\n" in text
+    assert "suspect 3:" in text and "suspect 4:" not in text
