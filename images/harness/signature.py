@@ -184,6 +184,22 @@ def raising_frame(frames: Iterable[tuple[str, str]]) -> str | None:
     return None
 
 
+def python_place(frames: Iterable[tuple[str, str]]) -> str | None:
+    """'fold(constant.py)': the innermost frame of TVM's Python package (file name, not its
+    package: modules move between releases, as tvm.tir did to tvm.tirx), or None."""
+    for filename, function in reversed(list(frames)):
+        if filename.endswith(".py") and "/tvm/" in filename:
+            return f"{function} ({filename.rsplit('/', 1)[-1]})"
+    return None
+
+
 def make(error_type: str, message: str, frames: Iterable[tuple[str, str]] = ()) -> Signature:
-    """The signature of an error of `error_type` with `message`, raised through `frames`."""
-    return Signature(error_type, raising_frame(frames), normalize(message))
+    """The signature of an error of `error_type` with `message`, raised through `frames`.
+
+    An error that says nothing but its type (a bare `assert` in TVM's Python) would read the
+    same as every other such error anywhere: where it was raised in TVM's Python is its place."""
+    frames = list(frames)
+    frame, gist = raising_frame(frames), normalize(message)
+    if frame is None and gist in ("", error_type):
+        frame = python_place(frames)
+    return Signature(error_type, frame, gist)

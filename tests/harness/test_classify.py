@@ -103,6 +103,25 @@ def test_the_frame_anchors_the_signature_and_the_message_stays_beside_it() -> No
     assert (python.frame, python.text) == (None, "ValueError: bad")
 
 
+def test_an_error_that_says_only_its_type_is_placed_in_tvms_python() -> None:
+    # An empty `assert` in TVM's Python, reached from FoldConstant through the user's script.
+    frames = [("/mnt/work/repro.py", "<module>"),
+              ("/mnt/env/lib/python3.11/site-packages/tvm/ir/transform.py", "__call__"),
+              ("/mnt/env/lib/python3.11/site-packages/tvm/relax/frontend/common.py", "autopad"),
+              ("/mnt/harness/harness/tracing.py", "wrapped")]
+    placed = make("AssertionError", "AssertionError", frames)
+    assert placed.text == "AssertionError at autopad (common.py)"
+    elsewhere = make("AssertionError", "AssertionError",
+                     [*frames[:1], ("/mnt/env/lib/python3.11/site-packages/tvm/te/operation.py",
+                                    "compute")])
+    assert elsewhere.text != placed.text  # two bare asserts, two bugs
+    assert make("AssertionError", "", frames[:1]).text == "AssertionError: "  # not in TVM
+    # An error with something to say keeps the message as its signature (stable across
+    # releases where functions are renamed).
+    assert make("AssertionError", "shape mismatch", frames).text == \
+        "AssertionError: shape mismatch"
+
+
 def test_program_names_are_snake_case_identifiers_that_are_not_code() -> None:
     text = "Cannot find Function fused_add_relu1 in x.has_value() or tvm::some_ns::Foo or a_b("
     assert program_names(text) == ["fused_add_relu"]
