@@ -23,7 +23,8 @@ pytestmark = [pytest.mark.tvm,
               pytest.mark.skipif(os.geteuid() != 0, reason="bubblewrap runs only as root")]
 
 # Four children each write 1 GiB of anonymous memory (each below its 1536 MB address space), and
-# the parent fills /tmp and /dev/shm: about 6 GiB in all against the run's 1536 MB.
+# the parent fills /tmp and /dev/shm (1 GiB each, in files below the 512 MiB file size cap):
+# about 6 GiB in all against the run's 1536 MB.
 GREEDY = """
 import mmap, os, time
 def fill(path, mb):
@@ -40,9 +41,9 @@ for _ in range(4):
         time.sleep(30)
         os._exit(0)
     kids.append(pid)
-for path in ('/tmp/fill', '/dev/shm/fill'):
+for path in [f'{top}/fill{n}' for top in ('/tmp', '/dev/shm') for n in range(4)]:
     try:
-        fill(path, 1000)
+        fill(path, 256)
     except OSError as exc:
         print('fill', path, exc)
 for pid in kids:
@@ -203,8 +204,14 @@ def _session(pid: int) -> int:
         return 0
 
 
-def test_no_cgroup_is_said_in_the_isolation(settings: Settings) -> None:
-    cgroups = Cgroups(enabled=False)
-    assert not cgroups.available
-    assert cgroups.isolation() == {"cgroup": None,
-                                   "cgroup_reason": "turned off (TVMREPRO_RUN_CGROUPS=0)"}
+def test_no_cgroup_is_said_in_the_isolation(settings: Settings,
+                                            tvm_envs: dict[str, Environment]) -> None:
+    assert not Cgroups(enabled=False).available
+    plain = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 0, "run_cgroups": False}))
+    try:
+        result = run(plain, tvm_envs[NEW_ENV], "print('hi')\n")
+    finally:
+        plain.close()
+    assert result.status == "ok", result.log.stderr[-2000:]
+    assert result.isolation["cgroup"] is None
+    assert result.isolation["cgroup_reason"] == "turned off (TVMREPRO_RUN_CGROUPS=0)"
