@@ -10,6 +10,7 @@ status) are claims: a `result` event counts only from a run that then exited
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from typing import Any
 
@@ -154,6 +155,13 @@ def _text_or_none(value: Any, cap: int = TEXT_CAP) -> str | None:
     return value if len(value) <= cap else value[:cap] + "…[clipped]"
 
 
+def _seconds(value: Any) -> float | None:
+    """A claimed time: a finite number, else None."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
 def _pass_path(value: Any) -> list[str] | None:
     """A claimed pass path (the passes running, outermost first), as the store keeps it."""
     if not isinstance(value, list):
@@ -209,7 +217,8 @@ def _pass_records(events: list[dict[str, Any]]) -> list[PassRecord]:
         try:
             records.append(PassRecord.model_validate({
                 "index": event.get("index"), "name": event.get("name"),
-                "seconds": event.get("seconds"), "functions": functions, "ir": ir}))
+                "seconds": _seconds(event.get("seconds")) or 0.0, "functions": functions,
+                "ir": ir}))
         except ValidationError:
             continue
     return records
@@ -243,8 +252,8 @@ def assemble_result(job: SandboxJob, ex: Execution) -> Result:
             fields["signature"] = f"crash: {ex.signal}"
     seconds = {"total": round(ex.seconds, 3)}
     for key in ("harness", "run"):  # the harness's own time, and the entry call's
-        said = (result_event or {}).get(f"{key}_seconds")
-        if isinstance(said, int | float) and not isinstance(said, bool):
+        said = _seconds((result_event or {}).get(f"{key}_seconds"))
+        if said is not None:
             seconds[key] = said
     return storable(Result(
         environment=job.env.id,

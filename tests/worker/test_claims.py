@@ -3,6 +3,8 @@ service failed, or that it ran out of memory, is not believed on its word."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.conftest import NEW_ENV
@@ -110,3 +112,26 @@ def test_a_malformed_stage_before_a_death_is_still_the_case_s_crash(
     result = run(warm_runtime, tvm_envs[NEW_ENV], forged)
     assert (result.status, result.signal, result.stage, result.pass_path) == (
         "crash", "SIGABRT", None, None), (result.message, result.log.stderr[-2000:])
+
+
+def test_what_json_cannot_hold_is_made_text_before_the_store(
+        warm_runtime: LocalRuntime, tvm_envs: dict[str, Environment]) -> None:
+    # NaN and infinity (which PostgreSQL refuses in JSON: the store's error would read as the
+    # service's fault) in a forged pass's time (a required number: such a pass once made the
+    # whole result fail to validate), attrs and the result's outputs (JSON's null, as pydantic
+    # writes them).
+    forged = (IS_FIFO + "import json\n"
+              "nan = float('nan')\n"
+              "lines = [{'event': 'pass', 'index': 0, 'name': 'P', 'seconds': nan, 'ir': '',\n"
+              "          'functions': [{'name': 'f', 'kind': 'PrimFunc', 'attrs': {'x': nan}}]},\n"
+              "         {'event': 'result', 'status': 'ok', 'stage': 'run',\n"
+              "          'outputs': [nan, float('inf')]}]\n"
+              "for fd in range(3, 1600):\n"
+              "    if _is_fifo(fd):\n"
+              "        for line in lines:\n"
+              "            os.write(fd, (json.dumps(line) + '\\n').encode())\n"
+              "os._exit(0)\n")
+    result = run(warm_runtime, tvm_envs[NEW_ENV], forged)
+    assert result.status == "ok", (result.message, result.log.stderr[-2000:])
+    assert result.outputs == [None, None] and result.passes[0].seconds == 0.0
+    json.dumps(result.to_json(), allow_nan=False)  # strict JSON: any store takes it
