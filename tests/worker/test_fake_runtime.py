@@ -93,7 +93,7 @@ def test_the_recorded_fingerprints_are_the_real_environments(
     for env_id in RECORDED:
         real = provision(settings, tvm_envs[env_id])  # what LocalRuntime.fingerprint returns
         # What tells one TVM from another; the interpreter's patch level is the machine's.
-        for key in ("passes", "version", "packages", "libinfo"):
+        for key in ("passes", "version", "packages", "libinfo", "commit"):
             assert recorded[env_id][key] == real[key], f"{env_id} {key}: record it again " \
                 f"(python -m tests.fakes.runtime)"
 
