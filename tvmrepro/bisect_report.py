@@ -129,6 +129,8 @@ def render_bisect(job: dict[str, Any], catalog: Catalog | None = None) -> list[s
              f"{int(bisect['repeat'])} run(s) per probe, {int(bisect['progress']['done'])} of "
              f"{int(bisect['progress']['total'])} probes done).", "",
              f"Verdict: **{code_span(bisect['verdict'])}**: {said}.", ""]
+    if bisect.get("oracle_error"):  # the oracle judged nothing: say why before the probes
+        lines += [f"The oracle judged no run: {code_span(bisect['oracle_error'])}.", ""]
     lines += _probes(bisect) + ["", "Transitions:", ""] + _transitions(bisect)
     lines += ["Environments as they ran:", ""] + _fingerprints(job, bisect, catalog) + [""]
     lines += ["To reproduce, save the case below as `case.json` and run:", "",

@@ -44,3 +44,12 @@ def test_the_section_renders_with_its_tables_and_a_command_that_parses_back() ->
 
 def test_a_job_that_is_not_a_bisection_has_no_section() -> None:
     assert render_bisect({"runs": []}) == []
+
+
+def test_an_oracle_over_its_budget_is_named_in_the_section() -> None:
+    found, upcoming = evaluate(Options(ENVS, "v", "regex:(a+)+$", strategy="binary"),
+                               observe({e: result("error", message="a" * 5000 + "!")
+                                        for e in ENVS[:1] + ENVS[-1:]}))
+    assert upcoming == [] and found["verdict"] == "inconclusive"
+    text = "\n".join(render_bisect(job_of(found), Catalog(())))
+    assert "The oracle judged no run: `regex:(a+)+$ took longer than its budget" in text
