@@ -169,6 +169,19 @@ def _refuse_tir_vars(text: str) -> str:
 _STRUCT_INFO_NAMES = ("Tensor", "Tuple", "Shape", "Func", "Object")
 
 
+def _types_to_struct_info(text: str) -> str:
+    """relax.TensorType((4,), "float32") (0.26+) back to relax.TensorStructInfo for 0.25, whose
+    relax.TensorType is another class (a type of ndim and dtype). A script that names struct
+    info anywhere is written for 0.25 already: its relax.*Type are that release's own."""
+    if "StructInfo" in text or "struct_info" in text:
+        return text
+    for name in _STRUCT_INFO_NAMES:
+        text = re.sub(rf"\brelax\.{name}Type\b", f"relax.{name}StructInfo", text)
+        text = re.sub(rf"(\bfrom tvm\.relax import [^\n]*?)\b{name}Type\b",
+                      rf"\1{name}StructInfo", text)
+    return re.sub(r"\.ty\b(?!\w)", ".struct_info", text)
+
+
 def _import_list_item(leaf: str, new_leaf: str) -> Callable[[re.Match[str]], str]:
     """In `from tvm.<parent> import a, leaf, b as c`: `leaf` becomes `new_leaf as leaf`."""
     def fix(match: re.Match[str]) -> str:
@@ -256,6 +269,7 @@ RULES: tuple[Rule, ...] = _module_rules() + (
             _sub(r"\.struct_info\b", ".ty"),
         ),
     ),
+    Rule("type-to-struct_info", lambda f: f.struct_info, _types_to_struct_info),
     Rule("call_tir-tir_vars-removed", lambda f: not f.call_tir_vars, _refuse_tir_vars),
     Rule("target-string-to-dict", lambda f: not f.target_flags, _target_strings_to_dicts),
     Rule(

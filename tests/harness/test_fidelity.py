@@ -128,3 +128,19 @@ def test_a_case_that_closes_stderr_still_reports_its_error(tvm_envs: dict[str, E
     result = run_script(script, tvm_envs[NEW_ENV], warm_runtime)
     assert (result.status, result.error_type, result.message) == ("error", "ValueError", "the real error")
     assert "the real error" in result.log.stderr  # the traceback went to the descriptor itself
+
+
+def test_a_script_for_026_with_types_as_struct_info_runs_on_025(
+        tvm_envs: dict[str, Environment], warm_runtime: LocalRuntime) -> None:
+    # relax.TensorType is the struct info since 0.26; on 0.25 it is a type of ndim and dtype,
+    # and the script failed there with a TypeError at `script`, grouped as a second bug.
+    script = ("from tvm import relax\n"
+              "x = relax.Var('x', relax.TensorType((2, 3), 'float32'))\n"
+              "bb = relax.BlockBuilder()\n"
+              "with bb.function('main', [x]):\n"
+              "    bb.emit_func_output(bb.emit(relax.op.add(x, x)))\n"
+              "print(x.ty.ndim)\n")
+    results = [run_script(script, tvm_envs[env], warm_runtime) for env in (OLD_ENV, NEW_ENV)]
+    assert [(r.status, r.log.stdout) for r in results] == [("ok", "2\n")] * 2, \
+        results[0].log.stderr[-2000:]
+    assert [r.rewrites for r in results] == [["type-to-struct_info"], []]

@@ -135,3 +135,19 @@ def test_struct_info_module_becomes_type_before_its_classes_are_renamed() -> Non
     assert port(source, TVM_025) == (source, [])
     assert port("import tvm.relax.type as rt\n", TVM_025) == (
         "import tvm.relax.struct_info as rt\n", ["relax-type-to-relax-struct_info"])
+
+
+def test_types_as_struct_info_are_ported_back_to_025() -> None:
+    # Written for 0.26+: relax.TensorType is the struct info; on 0.25 it is a type of ndim
+    # and dtype, and the script failed there with a TypeError, as if TVM had a bug.
+    source = ("from tvm import relax\nfrom tvm.relax import TupleType, TensorType\n"
+              "x = relax.Var('x', relax.TensorType((2, 3), 'float32'))\nprint(x.ty)\n")
+    text, rules = port(source, TVM_025)
+    assert text == ("from tvm import relax\nfrom tvm.relax import TupleStructInfo, "
+                    "TensorStructInfo\nx = relax.Var('x', relax.TensorStructInfo((2, 3), "
+                    "'float32'))\nprint(x.struct_info)\n")
+    assert rules == ["type-to-struct_info"]
+    assert port(source, TVM_027) == (source, [])
+    # A script that names struct info is 0.25's own: its relax.TensorType is 0.25's type.
+    own = "t = relax.TensorType(2, 'float32')\ns = relax.TensorStructInfo((4,), 'float32')\n"
+    assert port(own, TVM_025) == (own, [])
