@@ -63,8 +63,14 @@ def annotate(found: dict[str, Any], result_of: ResultOf, case: dict[str, Any],
     commits = commits or {}
     for change in found.get("transitions") or []:
         before, after = result_of(change["before"]), result_of(change["after"])
-        span = _window(history, commit_of(before) or commits.get(change["before"]),
-                       commit_of(after) or commits.get(change["after"]))
+        try:
+            span = _window(history, commit_of(before) or commits.get(change["before"]),
+                           commit_of(after) or commits.get(change["after"]))
+        except (ReproError, OSError) as exc:
+            # A history that fails (git gone, a file unreadable) costs the suspects only.
+            log.warning("no commit window for %s -> %s: %s", change["before"],
+                        change["after"], exc)
+            continue
         # The failing side: the later release of a regression, the earlier one of a fix.
         regression = change["to"] == "bad"
         failing = after if regression else before

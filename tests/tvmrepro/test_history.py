@@ -131,3 +131,25 @@ def test_a_history_that_is_not_one_is_refused_naming_it(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(BadInput, match="neither a commit index nor a git repository"):
         open_history(tmp_path / "empty", tmp_path)
+
+
+def test_a_history_that_fails_costs_the_suspects_only(made: dict[str, Any],
+                                                      tmp_path: Path) -> None:
+    import shutil
+
+    from tvmrepro.bisect_suspects import annotate
+
+    broken = tmp_path / "broken"
+    shutil.copytree(made["repo"], broken)
+    blob = git(broken, "rev-parse", f"{made['main'][1]}:src/a.cc")
+    (broken / ".git" / "objects" / blob[:2] / blob[2:]).unlink()  # git log -p fails on it
+    first, last = made["main"][0], made["main"][-1]
+    found = {"variant": "v", "transitions": [
+        {"before": "a", "after": "b", "from": "bad", "to": "good", "candidates": []}]}
+    runs = {"a": {"status": "error", "tvm": {"commit": first}},
+            "b": {"status": "ok", "tvm": {"commit": last}}}
+    annotate(found, runs.get, {}, GitHistory(broken))
+    assert found["transitions"] == [
+        {"before": "a", "after": "b", "from": "bad", "to": "good", "candidates": []}]
+    annotate(found, runs.get, {}, GitHistory(made["repo"]))
+    assert found["transitions"][0]["window"]["commits"] == 2
