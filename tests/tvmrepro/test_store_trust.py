@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from tests.conftest import NEW_ENV, OLD_ENV
 from tests.tvmrepro.test_store import CAP, never_gone, new_job, result, two_variant_job
+from tests.worker.test_reduction import FakeReducingRuntime, fake_case
 from tvmrepro import schema as t
 from tvmrepro.bisect_jobs import advance, start, stepper
 from tvmrepro.bisection import OracleTooSlow, Verdict, judge, make_options, parse_oracle
@@ -25,6 +26,9 @@ from tvmrepro.rows import JobRow
 from tvmrepro.store import Store
 from tvmrepro.store_bisections import BisectionUpdate
 from tvmrepro.symbols import MAX_SYMBOLS
+from worker.reduction import Options as ReduceOptions
+from worker.reduction import reduce_case
+from worker.runtimes.base import Execution, SandboxJob
 
 
 @pytest.fixture(params=("sqlite", "postgres"))
@@ -218,3 +222,21 @@ def test_a_job_settled_by_an_older_version_gets_its_symbols_once(store: Store) -
     assert settled is not None and [trace.symbol for trace in settled[1]] == ["f_gv", "f_gv"]
     now = store.job(job.id)
     assert now is not None and now.symbols == settled[1]
+
+
+class LongLogRuntime(FakeReducingRuntime):
+    """The reducer tests' runtime, its runs printing LONG_LOG."""
+
+    def execute(self, job: SandboxJob) -> Execution:
+        execution = super().execute(job)
+        execution.stdout = LONG_LOG
+        return execution
+
+
+def test_a_reduction_stops_with_the_error_naming_an_oracle_over_its_budget() -> None:
+    env = default_catalog().environments[0]
+    started = time.monotonic()
+    with pytest.raises(OracleTooSlow, match=r"^oracle: regex:\(a\+\)\+\$ took longer"):
+        reduce_case(fake_case(),  # type: ignore[arg-type]
+                    ReduceOptions(env=env, variant="v", oracle="regex:(a+)+$"), LongLogRuntime())
+    assert time.monotonic() - started < 30  # one budget, not a stall
