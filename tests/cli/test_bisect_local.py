@@ -75,7 +75,9 @@ def test_bad_options_exit_2_naming_the_flag(test_home: Path) -> None:
                                             "--oracle"),
                        (("--variant", "fusetir-once", "--env", OLD_ENV), "--env"),
                        (("--variant", "fusetir-once", "--reference", "tvm-9-cpu"), "--reference"),
-                       (("--variant", "fusetir-once", "--repeat", "0"), "--repeat")]:
+                       (("--variant", "fusetir-once", "--repeat", "0"), "--repeat"),
+                       (("--variant", "fusetir-once", "--history", "/nonexistent/tvm"),
+                        "--history")]:
         proc = tvmrepro("bisect", case, "--local", *args, home=test_home)
         assert proc.returncode == 2, (args, proc.stderr)
         assert flag in proc.stderr, proc.stderr
