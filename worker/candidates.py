@@ -195,3 +195,18 @@ def shrink_shapes(source: str) -> list[Candidate]:
                 found.append(Candidate(f"shape extent {value} -> {new}",
                                        _replace_value(source, value, new)))
     return found
+
+
+_SHAPE_VAR = re.compile(r"^[ \t]*(\w+) = T\.int64\(\)[ \t]*$", re.MULTILINE)
+
+
+def concretize_shape_vars(source: str) -> list[Candidate]:
+    """Each symbolic shape variable (`n = T.int64()`, `"n"` in a signature) made the constant
+    1 everywhere, its declarations dropped: a symbolic shape the bug does not need goes."""
+    found = []
+    for name in dict.fromkeys(m.group(1) for m in _SHAPE_VAR.finditer(source)):
+        text = re.sub(rf"^[ \t]*{name} = T\.int64\(\)[ \t]*\n", "", source, flags=re.MULTILINE)
+        text = text.replace(f'"{name}"', "1")
+        text = re.sub(rf"(?<![\w.\"']){name}(?![\w\"'])", "1", text)
+        found.append(Candidate(f"shape variable {name} -> 1", text))
+    return found

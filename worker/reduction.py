@@ -286,7 +286,8 @@ class Reducer:
                                          or not self.well_formed)
 
     def module_phases(self) -> None:
-        """Functions, statements level by level, bindings' values, again, then shapes."""
+        """Functions, statements level by level, bindings' values, again, then symbolic shape
+        variables made constants, then shapes."""
         for round_ in range(2):
             self.sweep("functions", candidates.drop_functions)
             depth = candidates.FUNCTION_INDENT + candidates.STATEMENT_STEP
@@ -295,6 +296,7 @@ class Reducer:
                 depth += candidates.STATEMENT_STEP
             if round_ == 0:
                 self.sweep("bindings", candidates.zero_bindings)
+        self.sweep("shape variables", candidates.concretize_shape_vars)
         self.sweep("shapes", candidates.shrink_shapes)
 
     def run(self) -> dict[str, Any]:

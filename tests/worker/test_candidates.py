@@ -70,3 +70,33 @@ def test_shrink_shapes_changes_one_extent_everywhere() -> None:
 
 def test_max_depth_is_the_deepest_statement() -> None:
     assert candidates.max_depth(MODULE) == 12
+
+
+SYMBOLIC = '''@I.ir_module
+class Module:
+    @T.prim_func(private=True)
+    def copy(a: T.handle, b: T.handle):
+        n = T.int64()
+        A = T.match_buffer(a, (n, T.int64(8)))
+        B = T.match_buffer(b, (n, T.int64(8)))
+        for i, j in T.grid(n, T.int64(8)):
+            B[i, j] = A[i, j]
+
+    @R.function
+    def main(x: R.Tensor(("n", 8), dtype="float32"), s: R.Shape(["m"])):
+        n = T.int64()
+        m = T.int64()
+        y = R.call_tir(Module.copy, (x,), out_ty=R.Tensor((n, 8), dtype="float32"))
+        return y
+'''
+
+
+def test_concretize_shape_vars_makes_each_one_a_constant_everywhere() -> None:
+    found = candidates.concretize_shape_vars(SYMBOLIC)
+    assert [c.what for c in found] == ["shape variable n -> 1", "shape variable m -> 1"]
+    n_gone = found[0].source
+    assert "n = T.int64()" not in n_gone and "m = T.int64()" in n_gone
+    assert 'x: R.Tensor((1, 8), dtype="float32")' in n_gone
+    assert "T.match_buffer(a, (1, T.int64(8)))" in n_gone
+    assert "T.grid(1, T.int64(8))" in n_gone and "R.Tensor((1, 8)" in n_gone
+    assert "R.Shape([1])" in found[1].source and 'R.Shape(["m"])' in n_gone
