@@ -1,10 +1,11 @@
 """A job as a report ready to paste into a TVM issue (GitHub-flavoured Markdown).
 
-The report concludes first (which releases fail, which pass, since when), then
-gives what a maintainer needs to act without tvm-repro: per failing environment
-its exact pins and a standalone script, the module as TVMScript, the errors
-grouped by signature, the symbol trace, where the variants part (one diff when
-it is the same everywhere) and outputs that differ.
+Its first screen concludes (which releases fail, which pass, since when), names each
+failure's signature, gives the command that reproduces it without tvm-repro, and the matrix.
+Below, each in a `<details>` block a reader opens when needed: the errors grouped by
+signature, per failing environment its exact pins and a standalone script, the symbol trace,
+where the variants part (one diff when it is the same everywhere), the environments and the
+case.
 """
 
 from __future__ import annotations
@@ -223,6 +224,39 @@ def _case(case: dict[str, Any]) -> list[str]:
             "", *code_block(json.dumps(rest, indent=2), "json"), "", "</details>", ""]
 
 
+def _signatures(job: JobView, catalog: Catalog) -> list[str]:
+    """One line per signature group that failed: where, and the signature."""
+    results = _results(job)
+    lines = []
+    for group in job.matrix.groups:
+        first = results[(group.cells[0].variant, group.cells[0].environment)]
+        stage = f" at {code_span(first['stage'])}" if first.get("stage") else ""
+        releases = ", ".join(dict.fromkeys(_release(c.environment, catalog) for c in group.cells))
+        variants = ", ".join(dict.fromkeys(code_span(c.variant) for c in group.cells))
+        sig = first.get("signature") or first.get("error_type") or group.status
+        lines.append(f"- **{code_span(group.status)}{stage}** ({variants} on {releases}): "
+                     f"{code_span(sig)}")
+    return lines
+
+
+def _command(job: JobView, catalog: Catalog) -> list[str]:
+    """The reproduce command for the newest failing release (the script is in the details)."""
+    failing = [r for r in job.runs if (r.result or {}).get("status") in FAILING]
+    if not failing:
+        return []
+    order = {env_id: i for i, env_id in enumerate(job.environments)}
+    newest = max(failing, key=lambda r: order.get(r.environment, -1))
+    return [f"- Reproduce without tvm-repro ({code_span(newest.variant)} on "
+            f"{_release(newest.environment, catalog)}): "
+            f"{code_span(_pip_line(newest.environment, catalog))}, then "
+            f"`python repro.py` (the script: *Reproduce without tvm-repro* below)"]
+
+
+def _details(summary: str, body: list[str]) -> list[str]:
+    """A section a reader opens when needed (GitHub renders Markdown inside it)."""
+    return [f"<details><summary>{summary}</summary>", "", *body, "</details>", ""]
+
+
 def render_report(job: JobView, catalog: Catalog | None = None) -> str:
     """The report of a finished (or unfinished) job, as Markdown."""
     catalog = catalog or default_catalog()
@@ -230,12 +264,13 @@ def render_report(job: JobView, catalog: Catalog | None = None) -> str:
                  for row in job.matrix.cells for c in row)
     how = "Reproduced with tvm-repro" if failed else "Run with tvm-repro (nothing failed)"
     title = code_span(job.title) if job.title else f"tvm-repro job {code_span(job.id)}"
-    lines = [conclusion(job, catalog), "", f"### {title}", "",
-             f"{how}: job {code_span(job.id)} (status `{job.status.value}`) on "
+    top = _signatures(job, catalog) + _command(job, catalog)
+    lines = [conclusion(job, catalog), "", *top, *([""] if top else []),
+             *_matrix_table(job.matrix), "",
+             f"{how}: {title}, job {code_span(job.id)} (status `{job.status.value}`) on "
              f"{len(job.environments)} pinned TVM environment(s).", ""]
     # The bisect section is shared with local bisections, which have no job: it reads JSON.
-    lines += (_matrix_table(job.matrix) + [""]
-              + render_bisect(job.model_dump(mode="json", by_alias=True), catalog)
+    lines += (render_bisect(job.model_dump(mode="json", by_alias=True), catalog)
               + render_reduce(job.model_dump(mode="json"))
               + render_extract(job.model_dump(mode="json")))
     sections = [("Errors (cells with the same signature grouped)", _errors(job)),
@@ -243,7 +278,7 @@ def render_report(job: JobView, catalog: Catalog | None = None) -> str:
                 ("The functions the error names, pass by pass", _symbols(job)),
                 ("Where the variants part", _comparisons(job.matrix)),
                 ("Environments", _environments(job, catalog) + [""])]
-    for heading, body in sections:
+    for summary, body in sections:
         if body:
-            lines += [f"#### {heading}", "", *body]
+            lines += _details(summary, body)
     return "\n".join(lines + _case(job.case))

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+from markdown_it import MarkdownIt
 
 from tvmrepro.environments import default_catalog
 from tvmrepro.lifecycle import JobStatus, RunState
-from tvmrepro.models import Cell, CellRef, Comparison, JobView, Matrix, PassStep, RunView
+from tvmrepro.models import (
+    Cell,
+    CellRef,
+    Comparison,
+    JobView,
+    Matrix,
+    PassStep,
+    RunView,
+    SignatureGroup,
+)
 from tvmrepro.report import render_report
 
 ENVS = [e.id for e in default_catalog().spanning("cpu")]
@@ -53,3 +65,46 @@ def test_a_diff_that_is_the_same_everywhere_is_shown_once() -> None:
 def test_reproduced_only_when_something_failed() -> None:
     assert "Reproduced with" in render_report(_job({"a": ["error", "ok", "ok"]}))
     assert "Reproduced" not in render_report(_job({"a": ["ok"] * 3}))
+
+
+def test_the_first_screen_concludes_and_the_rest_is_folded() -> None:
+    signature = "InternalError at VirtualMachineImpl::InitFuncPool (fused_gv)"
+    job = _job({"once": ["error"] * 3, "twice": ["ok"] * 3},
+               [_comparison(e, "-x\n+y") for e in ENVS])
+    for run in job.runs:
+        if run.variant == "once":
+            run.result = {"status": "error", "stage": "vm_init", "signature": signature,
+                          "error_type": "InternalError", "message": "Cannot find fused_gv"}
+    for cell in job.matrix.cells[0]:
+        cell.stage = "vm_init"
+    job.matrix.groups = [SignatureGroup(signature=signature, status="error",
+                                        cells=[CellRef(variant="once", environment=e)
+                                               for e in ENVS])]
+    job.case = {"source": "x = 1\n", "variants": [{"name": "once", "passes": []}],
+                "target": "llvm"}
+    lines = render_report(job).splitlines()
+    first = "\n".join(lines[:15])
+    newest = default_catalog().get(ENVS[-1])
+    assert lines[0].startswith("**`once` fails (error) on every tested release")
+    assert f"(`once` on {', '.join(default_catalog().get(e).release for e in ENVS)}): " \
+           f"`{signature}`" in first
+    assert f"`pip install apache-tvm=={newest.release} " in first and "python repro.py" in first
+    assert "| `once` | `error` at `vm_init` |" in first
+    # Below it: only folded sections, each once, the case at the end.
+    text = "\n".join(lines)
+    below = text[text.index("Reproduced with tvm-repro"):].split("\n", 1)[1]
+    summaries, outside, depth = [], [], 0
+    for line in below.splitlines():
+        if line.startswith("<details>") and depth == 0:
+            summaries.append(re.sub(r"</?(?:details|summary)>", "", line))
+        depth += line.startswith("<details>") - line.startswith("</details>")
+        if depth == 0 and line and not line.startswith("</details>"):
+            outside.append(line)
+    assert summaries == ["Errors (cells with the same signature grouped)",
+                         "Reproduce without tvm-repro", "Where the variants part",
+                         "Environments", "The case"]
+    assert outside == []
+    tokens = MarkdownIt("commonmark").parse(text)
+    assert not any(t.type == "heading_open" for t in tokens)
+    blocks = [t.content for t in tokens if t.type == "fence"]
+    assert len(blocks) == len(set(blocks)), "a block appears twice"
