@@ -337,8 +337,9 @@ class Store(WorkerRegistry, BisectionRows):
 
     def _compared(self, job: JobRow) -> Settled:
         """A finished job's comparisons and symbol traces, made once (its last run stored)."""
+        source = job.case.get("source") or job.case.get("script") or ""
         symbols = symbol_traces([{"variant": run.variant, "environment": run.environment,
-                                  **(run.result or {})} for run in job.runs])
+                                  **(run.result or {})} for run in job.runs], source)
         return self._comparisons(job), symbols
 
     def _comparisons(self, job: JobRow) -> list[Comparison]:

@@ -24,6 +24,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # many symbols (the first that errors name), each traced in every run.
 MAX_SYMBOLS = 8
 _SUFFIX = re.compile(r"\d+$")
+_DEFINED = re.compile(r"^\s*def\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(", re.M)
 
 Table = dict[str, str]  # function name -> kind, after one pass
 
@@ -51,8 +52,11 @@ class SymbolTrace(BaseModel):
     def summary(self) -> str:
         """One line for people, e.g. 'appeared after LambdaLift (2); renamed ... (3)'."""
         if not self.events:
-            return "never in the module"
-        return "; ".join(_describe(event) for event in self.events)
+            return "in the module from the start, unchanged" if self.final_name else \
+                "never in the module"
+        story = "; ".join(_describe(event) for event in self.events)
+        return story if self.events[0].event == "appeared" else \
+            f"in the module from the start; {story}"
 
 
 def _describe(event: SymbolEvent) -> str:
@@ -84,11 +88,22 @@ def _renamed(name: str, before: Table, after: Table) -> str | None:
     return fresh[0] if len(fresh) == 1 else None
 
 
-def trace(symbol: str, steps: list[tuple[str, Table]]) -> tuple[list[SymbolEvent], str | None]:
-    """The events of `symbol` over the pass tables, and its name after the last one."""
+def defined_in(source: str) -> set[str]:
+    """The functions a case's source defines (`def name(`): the module before any pass."""
+    return set(_DEFINED.findall(source or ""))
+
+
+def trace(symbol: str, steps: list[tuple[str, Table]],
+          given: set[str] | frozenset[str] = frozenset()) -> tuple[list[SymbolEvent], str | None]:
+    """The events of `symbol` over the pass tables, and its name after the last one.
+
+    `given`: the functions of the module before the first pass (a symbol among them that the
+    first table holds was there from the start, not made by the first pass)."""
     events: list[SymbolEvent] = []
     current: str | None = None
     previous: Table = {}
+    if steps and symbol in given and symbol in steps[0][1]:
+        current, previous = symbol, {symbol: steps[0][1][symbol]}
     for step, (pass_name, table) in enumerate(steps, start=1):
         if current is None:
             if symbol in table and symbol not in previous:
@@ -108,14 +123,16 @@ def trace(symbol: str, steps: list[tuple[str, Table]]) -> tuple[list[SymbolEvent
     return events, current
 
 
-def symbol_traces(runs: list[dict[str, Any]]) -> list[SymbolTrace]:
+def symbol_traces(runs: list[dict[str, Any]], source: str = "") -> list[SymbolTrace]:
     """Traces of every symbol that an error of these runs names, in every run of the job.
 
     Each run is a dict with `variant`, `environment`, `message` and `passes` (the
     result's per-pass function tables). The symbols come from the failing runs'
     messages; they are traced in every run, so that a variant that works shows
-    what it did differently.
+    what it did differently. `source` is the case's (script or module): what it defines was
+    there before the first pass.
     """
+    given = defined_in(source)
     run_tables = [(run, tables(run.get("passes") or [])) for run in runs]
     known = {name for _, steps in run_tables for _, table in steps for name in table}
     symbols: list[str] = []
@@ -126,7 +143,7 @@ def symbol_traces(runs: list[dict[str, Any]]) -> list[SymbolTrace]:
     traces = []
     for symbol in symbols:
         for run, steps in run_tables:
-            events, final = trace(symbol, steps)
+            events, final = trace(symbol, steps, given)
             traces.append(SymbolTrace(symbol=symbol, variant=run["variant"],
                                       environment=run["environment"], events=events,
                                       final_name=final))

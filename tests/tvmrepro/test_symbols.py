@@ -52,3 +52,19 @@ def test_only_names_some_table_holds_are_traced() -> None:
     assert [(t.symbol, t.summary()) for t in traces] == [
         ("main", "appears after P1 (1) as Function")]
     assert isinstance(traces[0], SymbolTrace)
+
+
+def test_a_function_of_the_case_was_there_before_the_first_pass() -> None:
+    source = ("@I.ir_module\nclass Module:\n    @R.function\n    def main(x: R.Tensor):\n"
+              "        return x\n")
+    runs = [{"variant": "v", "environment": "e", "message": "main: an empty assert",
+             "passes": _passes({"main": "Function"}, {"main": "Function"},
+                               {"main": "PrimFunc"})}]
+    traces = symbol_traces(runs, source)
+    assert [(e.step, e.event) for e in traces[0].events] == [(3, "kind_changed")]
+    assert traces[0].summary() == ("in the module from the start; becomes a PrimFunc (was "
+                                   "Function) in P3 (3)")
+    unchanged = symbol_traces([{**runs[0], "passes": _passes({"main": "Function"})}], source)
+    assert unchanged[0].summary() == "in the module from the start, unchanged"
+    # Without the case, the first table is all that is known: it appears there.
+    assert symbol_traces(runs)[0].events[0].event == "appeared"
