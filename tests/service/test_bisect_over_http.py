@@ -27,6 +27,7 @@ from tests.bisect_support import (
 from tests.conftest import NEW_ENV, OLD_ENV
 from tests.service.conftest import own_backend
 from tests.service.stack import Stack, dump, make_home
+from tvmrepro.history import BESIDE_CHECKOUT
 from tvmrepro.models import JobView
 from tvmrepro.report import render_report
 from tvmrepro.settings import Settings
@@ -220,6 +221,15 @@ REAL_CHANGES: dict[str, tuple[dict[str, Any], list[tuple[str, str, str, str]]]] 
 }
 
 
+# The PR of each transition (NOTES.md), among the three best suspects (README, "Since when, to
+# the commit": the measured ranks).
+TRUE_PRS = {("relax-prod-zero-extent-axis", "tvm-0.26.0rc0-cpu"): 19680,
+            ("relax-adaptive-avg-pool2d-nested-init", "tvm-0.27.0rc0-cpu"): 20116,
+            ("relax-max-0d-tensor", "tvm-0.25.0rc1-cpu"): 19683,
+            ("tirx-specialize-decl-buffer-alias", "tvm-0.26.0rc0-cpu"): 20079,
+            ("tirx-specialize-decl-buffer-alias", "tvm-0.27.0rc0-cpu"): 20090}
+
+
 def test_real_behaviour_changes_bisect_to_the_right_releases(
         releases: Stack, cpu_releases: list[str]) -> None:
     from tests.conftest import shared_case
@@ -236,3 +246,7 @@ def test_real_behaviour_changes_bisect_to_the_right_releases(
         assert found["verdict"] == ("changed" if len(expected) == 1 else "non_monotonic")
         if found["verdict"] == "changed":
             assert (found["last_before_change"], found["first_changed"]) == expected[0][:2]
+        if BESIDE_CHECKOUT.is_dir():  # the service's history: each transition's suspects
+            for change in found["transitions"]:
+                top = [s["pr"] for s in change["suspects"][:3]]
+                assert TRUE_PRS[(name, change["after"])] in top, (name, change["after"], top)
