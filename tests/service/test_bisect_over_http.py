@@ -250,3 +250,27 @@ def test_real_behaviour_changes_bisect_to_the_right_releases(
             for change in found["transitions"]:
                 top = [s["pr"] for s in change["suspects"][:3]]
                 assert TRUE_PRS[(name, change["after"])] in top, (name, change["after"], top)
+
+
+def test_the_command_line_s_history_gives_a_service_job_its_suspects(
+        releases: Stack, tmp_path: Path) -> None:
+    from tvmrepro.history import BESIDE_CHECKOUT, INDEX_SUFFIXES
+
+    index = next((p for p in sorted(BESIDE_CHECKOUT.glob("*")) if p.name.endswith(
+        INDEX_SUFFIXES)), None) if BESIDE_CHECKOUT.is_dir() else None
+    if index is None:
+        pytest.skip(f"no commit index in {BESIDE_CHECKOUT}")
+    mine = tmp_path / "mine.jsonl.gz"  # another history than the service's: its name shows
+    mine.write_bytes(index.read_bytes())
+    script = tmp_path / "repro.py"
+    script.write_text(fixed_in_027(0, f"history {time.time()}")["script"])
+    cli = Path(sys.executable).parent / "tvmrepro"
+    proc = subprocess.run([str(cli), "bisect", str(script), "--env", "tvm-0.26.0-cpu", "--env",
+                           "tvm-0.27.0rc0-cpu", "--history", str(mine), "--json"],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TVMREPRO_SERVER": releases.url})
+    assert proc.returncode == 0, proc.stderr
+    change = json.loads(proc.stdout)["transitions"][0]
+    assert change["window"]["history"] == str(mine)
+    assert change["window"]["open_ended"] and change["window"]["commits"] == 35
+    assert isinstance(change["suspects"], list)
