@@ -156,6 +156,9 @@ class Extraction(BaseModel):
                                     "the script's signature")
     case_run: dict[str, Any] | None = None
     notes: list[str] = Field(default_factory=list)
+    module_from: str | None = Field(default=None, description="where the case's module came "
+                                    "from: the failing release's printer, another release's, "
+                                    "tvm.ir.save_json, or the script's own class")
     error: str | None = Field(default=None, description="why the script cannot be extracted")
 
 

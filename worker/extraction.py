@@ -263,7 +263,9 @@ def extract_recorded(script: Case, env: Environment, runtime: Runtime, recorded:
                 "reproduces": check["signature"] == result["signature"],
                 "case_run": {"status": check["status"], "stage": check["stage"],
                              "signature": check["signature"]},
-                "notes": notes, "module_from": module_from,
+                "notes": notes + ([] if module_from == f"printed by {env.id}"
+                                  else [f"the module: {module_from}"]),
+                "module_from": module_from,
             }
             found = found or answer
             if answer["reproduces"]:
