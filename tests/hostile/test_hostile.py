@@ -3,7 +3,8 @@
 For the local runtime and the Docker runtime in turn (one CPU environment, a
 service of its own on a private Redis): every hostile case ends with exactly
 one status and leaves nothing behind (its processes or containers), the next
-job is unaffected; a normal job finishes beside a busy loop; a burst of 100
+job is unaffected; a normal job finishes beside a busy loop; cancelling jobs that hold every
+slot stops their sandboxes and frees the slots within seconds; a burst of 100
 jobs gets 429 past the queue's cap and loses none of those it accepted; kill -9
 of the worker, repeated, and a kill -9 and restart of Redis mid-job lose no job
 and run none twice; at the end no sandbox directory, container or Redis entry
@@ -25,6 +26,7 @@ from tests.hostile.cases import CASES, NORMAL, Hostile
 from tests.hostile.conftest import PrivateRedis, make_stack
 from tests.service.stack import Stack, sleeping_script
 from tests.worker.test_local_runtime import processes_of
+from tvmrepro.queue import worker_concurrency
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(900)]
 RUNTIMES = ("local", "docker")
@@ -32,6 +34,7 @@ KILL_ROUNDS = 3
 BURST = 100
 SETTLE_S = 300.0
 TVM_VERSION = "0.27.0.post1"
+CANCEL_FREES_S = 5.0  # from the DELETE of jobs holding every slot to the next job's claim
 UNACKED_SWEEP_S = 15.0  # a few of the test stacks' recovery sweeps (one a second)
 
 
@@ -150,6 +153,33 @@ def test_a_normal_job_beside_a_busy_loop(stack: Stack, ledger: Ledger) -> None:
     assert ledger.add(runtime_of(stack), "latency beside busy loop", "ok, busy still running",
                       f"{status} in {latency:.1f} s, busy {'running' if busy_running else 'done'}",
                       status == "ok" and busy_running)
+
+
+def test_cancel_frees_the_slots(stack: Stack, ledger: Ledger) -> None:
+    """Every slot of the worker holds a run sleeping 100 s; their jobs are cancelled (DELETE):
+    their sandboxes are killed and the next job is claimed within CANCEL_FREES_S."""
+    slots = worker_concurrency(stack.settings)
+    sleepers = [stack.submit({"kind": "run", "environments": [NEW_ENV],
+                              "case": {**sleeping_script(100, f"cancelled {n}"), "timeout_s": 120}})
+                for n in range(slots)]
+    for job in sleepers:
+        stack.wait_running(job["id"])
+    start = time.monotonic()
+    for job in sleepers:
+        token = {"X-Cancel-Token": job["cancel_token"]} if job.get("cancel_token") else {}
+        answer = stack.http.delete(f"/api/v1/jobs/{job['id']}", headers=token)
+        assert answer.status_code == 200, answer.text
+    after = stack.submit({"kind": "run", "case": NORMAL, "environments": [NEW_ENV]})
+    stack.wait_running(after["id"], timeout=120)
+    freed = time.monotonic() - start
+    settle(stack, ledger, [after["id"]])
+    # The Docker runtime removes a run's container when it stopped it: none of theirs is left.
+    leftovers = [c for job in sleepers for c in (left_behind(stack, job["id"], {})
+                                                 if runtime_of(stack) == "docker" else [])]
+    assert ledger.add(runtime_of(stack), "cancel frees the slots",
+                      f"next job claimed <= {CANCEL_FREES_S:g} s",
+                      f"{freed:.1f} s" + (f" left: {leftovers}" if leftovers else ""),
+                      freed <= CANCEL_FREES_S and not leftovers), stack.logs()
 
 
 def test_a_burst_past_the_cap(stack: Stack, ledger: Ledger) -> None:

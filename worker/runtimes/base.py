@@ -9,6 +9,7 @@ import resource
 import secrets
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,6 +143,27 @@ def asked_cancelled(job: SandboxJob) -> bool:
         return job.cancelled()
     except Exception:
         return False
+
+
+class CancelCheck:
+    """asked_cancelled for a runtime's loops that poll faster than that: asks at most every
+    CANCEL_POLL_S (a sandbox still importing TVM, a container getting ready), and once
+    cancelled stays so."""
+
+    def __init__(self, job: SandboxJob) -> None:
+        self.job, self.next, self.seen = job, 0.0, False
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if not self.seen and now >= self.next:
+            self.next = now + CANCEL_POLL_S
+            self.seen = asked_cancelled(self.job)
+        return self.seen
+
+
+def cancelled_before_start(isolation: dict[str, Any]) -> Execution:
+    """A run whose job was cancelled before its sandbox took the case: nothing ran."""
+    return Execution(events=[], returncode=None, cancelled=True, isolation=isolation)
 
 
 def signal_name(number: int) -> str:

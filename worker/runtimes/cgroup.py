@@ -200,8 +200,15 @@ class Cgroups:
             parent.mkdir(exist_ok=True)
             # A v2 cgroup with processes cannot hand controllers down ("no internal processes"):
             # that needs the worker in a leaf of a delegated subtree (systemd's Delegate=yes).
-            for directory in (base, parent):
-                _write(directory / "cgroup.subtree_control", "+memory +cpu +pids")
+            try:
+                for directory in (base, parent):
+                    _write(directory / "cgroup.subtree_control", "+memory +cpu +pids")
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    parent.rmdir()
+                raise OSError(exc.errno, f"cgroup v2: {base} cannot hand the memory, cpu and "
+                              f"pids controllers down ({exc.strerror}; run the worker in a leaf "
+                              "of a delegated subtree)") from exc
             self.parents, self.version = {"": parent}, 2
             return
         mounts = _v1_mounts()

@@ -23,7 +23,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any, cast
 
 import docker
@@ -39,10 +39,12 @@ from worker.images import HARNESS_LABEL, PACKAGES_LABEL, pins_text
 from worker.runtimes.base import (
     CANCEL_POLL_S,
     EVENTS_READ_CAP,
+    CancelCheck,
     Execution,
     Limits,
     SandboxJob,
     asked_cancelled,
+    cancelled_before_start,
     cgroup_oom_kills,
     exit_status,
     fingerprint_tvm,
@@ -192,16 +194,24 @@ class DockerRuntime:
         image_id = self.image_id(job.env)
         limits = Limits.of(job, self.settings)
         pooled = Limits.pooled(self.settings)
+        cancelled = CancelCheck(job)
         sandbox = self.reserved.take((job.env.id, limits))
         if sandbox is None and self.pool is not None and job.env.id in self.served \
                 and pooled.covers(limits):
-            sandbox = self.pool.take((job.env.id, pooled), replace=False)  # refilled after
+            sandbox = self.pool.take((job.env.id, pooled), replace=False,  # refilled after
+                                     stop=cancelled)
         warm = sandbox is not None
         try:
+            if sandbox is None and cancelled():  # while it waited for the one being started
+                return cancelled_before_start(isolation(job, self.settings, image_id,
+                                                        self._harness.get(image_id)))
             if sandbox is None or not sandbox.alive():  # it died while waiting: costs no run
                 warm, sandbox = False, self._launch(job)
-            if not self._ready(sandbox.container_id):  # a reserved one may still import TVM
-                    raise RuntimeFault(f"the sandbox of {job.env.id} did not get ready (TVM did "
+            if not self._ready(sandbox.container_id, cancelled):  # a reserved or cold one may
+                if cancelled():  # still import TVM: a cancel meanwhile ends the run at once
+                    return cancelled_before_start(isolation(job, self.settings, image_id,
+                                                            self._harness.get(image_id)))
+                raise RuntimeFault(f"the sandbox of {job.env.id} did not get ready (TVM did "
                                        f"not import): {sandbox.output.text(1)[-2000:]}")
             execution = self._run(job, sandbox, image_id)
             execution.isolation["warm"] = warm
@@ -300,10 +310,11 @@ class DockerRuntime:
             isolation=isolation(job, self.settings, image_id, self._harness.get(image_id)),
         )
 
-    def _ready(self, container_id: str) -> bool:
-        """Wait until the supervisor imported TVM and waits for its case; False if it died."""
+    def _ready(self, container_id: str, stop: Callable[[], bool] = lambda: False) -> bool:
+        """Wait until the supervisor imported TVM and waits for its case; False if it died (or
+        `stop` said so: the run was cancelled)."""
         deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not stop():
             if b'"event": "ready"' in self._raw_events(container_id):
                 return True
             if not self.client.api.inspect_container(container_id)["State"]["Running"]:

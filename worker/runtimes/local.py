@@ -41,9 +41,11 @@ from tvmrepro.liveness import pid_alive
 from tvmrepro.settings import Settings
 from worker.provision import collect_builds, in_use, provision, read_fingerprint
 from worker.runtimes.base import (
+    CancelCheck,
     Execution,
     Limits,
     SandboxJob,
+    cancelled_before_start,
     fingerprint_tvm,
     new_key,
     rlimit_setter,
@@ -431,12 +433,17 @@ class LocalRuntime:
 
     def _hand_over(self, job: SandboxJob, limits: Limits, key: bytes) -> tuple[Execution, bool]:
         """The run in a sandbox that took the case; whether that one was warm."""
+        cancelled = CancelCheck(job)
         for _ in range(HAND_OVER_ATTEMPTS):
-            sandbox, warm = self._sandbox_for(job.env, limits)
+            sandbox, warm = self._sandbox_for(job.env, limits, cancelled)
+            if sandbox is None:  # cancelled while it waited for the pool's
+                return cancelled_before_start(self.isolation()), False
             try:
-                if sandbox.wait_ready() and self._enter_cgroup(sandbox, job) \
+                if sandbox.wait_ready(stop=cancelled) and self._enter_cgroup(sandbox, job) \
                         and sandbox.hand_over(job, limits, key):
                     return sandbox.finish(job, key, time.monotonic()), warm
+                if cancelled():  # while a cold sandbox imported TVM: nothing to run
+                    return cancelled_before_start(dict(sandbox.isolation)), warm
             finally:
                 sandbox.discard()
         raise RuntimeFault(f"the sandbox for {job.env.id} died before it took the case")
@@ -451,16 +458,21 @@ class LocalRuntime:
             return True
         return sandbox.enter(cgroup)
 
-    def _sandbox_for(self, env: Environment, limits: Limits) -> tuple[LocalSandbox, bool]:
-        """A warm sandbox whose limits cover the case's, else a fresh one with the case's own."""
+    def _sandbox_for(self, env: Environment, limits: Limits, cancelled: Callable[[], bool]
+                     ) -> tuple[LocalSandbox | None, bool]:
+        """A warm sandbox whose limits cover the case's, else a fresh one with the case's own;
+        None when the run was cancelled while it waited for the pool's."""
         reserved = self.reserved.take((env.id, limits))
         if reserved is not None:
             return reserved, True
         pooled = Limits.pooled(self.settings)
         if self.pool is not None and env.id in self.served and pooled.covers(limits):
-            warm = self.pool.take((env.id, pooled), replace=False)  # refilled after the run
+            warm = self.pool.take((env.id, pooled), replace=False,  # refilled after the run
+                                  stop=cancelled)
             if warm is not None:
                 return warm, True
+            if cancelled():
+                return None, False
         return self.start(env, limits), False
 
     def _refill(self, env: Environment) -> None:

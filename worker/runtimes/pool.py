@@ -29,6 +29,7 @@ from tvmrepro.errors import RuntimeFault
 
 log = logging.getLogger(__name__)
 QUIET_S = 0.5  # between runs of one process less than this: a replacement waits for the end
+STOP_POLL_S = 1.0  # how often a run waiting for a sandbox being started asks whether to stop
 
 
 class WaitingSandbox(Protocol):
@@ -90,11 +91,13 @@ class WarmPool(Generic[S]):
         for target in (self._reap_forever, self._start_forever):
             threading.Thread(target=target, daemon=True).start()
 
-    def take(self, key: Hashable, replace: bool = True) -> S | None:
+    def take(self, key: Hashable, replace: bool = True,
+             stop: Callable[[], bool] | None = None) -> S | None:
         """A live waiting sandbox for `key`, else the one being started, once ready (None when
         none waits or starts). A replacement is started now, or (replace=False) when the caller
         calls `fill` after its run: on few cores its TVM import then does not compete with the
-        run, and a run that comes meanwhile waits for it rather than import TVM a second time."""
+        run, and a run that comes meanwhile waits for it rather than import TVM a second time.
+        `stop` (the run was cancelled) is asked each STOP_POLL_S while it waits: None then."""
         found: S | None = None
         with self.lock:
             while True:
@@ -111,8 +114,10 @@ class WarmPool(Generic[S]):
                 # be, and the starter takes a wanted one before any other.
                 self.wanted[key] = self.wanted.get(key, 0) + 1
                 self.changed.notify_all()
-                self.arrived.wait()
+                self.arrived.wait(timeout=STOP_POLL_S if stop is not None else None)
                 self.wanted[key] -= 1
+                if stop is not None and stop():
+                    break
         if replace:
             self.fill(key)
         return found

@@ -222,11 +222,13 @@ class LocalSandbox:
         """Whether it still runs (a sandbox that died while waiting is not handed a case)."""
         return self.proc.poll() is None
 
-    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> bool:
-        """Wait until it has imported TVM and waits; False when it died or took too long."""
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S,
+                   stop: Callable[[], bool] = lambda: False) -> bool:
+        """Wait until it has imported TVM and waits; False when it died or took too long (or
+        `stop` said so: its run was cancelled)."""
         assert self.events is not None
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not stop():
             if self.events.ready.wait(0.05):
                 return self.alive()
             if not self.alive():
