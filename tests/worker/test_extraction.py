@@ -82,3 +82,30 @@ def test_a_pipeline_is_spelled_out_as_the_passes_run_inside_it() -> None:
     steps[0]["children"] = unnamed
     case, _notes = case_from_steps(SCRIPT, failed("pass:0:FoldConstant"), steps, inner=inner)
     assert case["source"] == "module before FoldConstant\n"
+
+
+def test_a_build_keeps_the_scripts_options_and_config() -> None:
+    build = step(3, "build", "build", 2, target="llvm", config={"relax.x": True},
+                 options={"exec_mode": "compiled", "relax_pipeline": None,
+                          "unnamed": ["tir_pipeline"]})
+    case, notes = case_from_steps(SCRIPT, failed("build"), [*STEPS[:3], build])
+    assert (case["exec_mode"], case["relax_pipeline"]) == ("compiled", None)
+    assert "tir_pipeline" not in case and case["pass_config"] == {"relax.x": True}
+    assert notes == ["tir_pipeline was given as a Pass object, which a case cannot carry: "
+                     "left at 'default'"]
+    assert parse_case({**case, "source": "x = 1\n"}).exec_mode == "compiled"
+
+
+def test_a_module_that_does_not_parse_back_carries_its_fallbacks() -> None:
+    script = parse_case({"script": "import tvm\nfrom tvm.script import ir as I\n\nx = 1\n\n\n"
+                                   "@I.ir_module\nclass Mod:\n    pass\n\n\nmod = Mod\n"})
+    steps = [step(0, "pass", "FuseOps", None, parse_error="NameError: n", well_formed=False,
+                  defined_as=["mod", "Mod"]), step(1, "build", "build", 0)]
+    case, notes = case_from_steps(script, failed("build"), steps)
+    assert case["parse_error"] == "NameError: n" and case["start_step"] == [0, "FuseOps"]
+    # `mod` may have been bound again since; the class is the script's own source.
+    assert case["script_module"] == [
+        "Mod", "import tvm\nfrom tvm.script import ir as I\n\n\n@I.ir_module\nclass Mod:\n"
+               "    pass\n"]
+    assert case["title"].endswith("(module not well formed)")
+    assert any("check_well_formed=False" in note for note in notes)
