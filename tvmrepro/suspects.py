@@ -268,10 +268,11 @@ def _test_names(name: str) -> Callable[[Commit], str | None]:
     def test(commit: Commit) -> str | None:
         if not any(f.path.startswith("tests/") and (f.added or 0) > 0 for f in commit.files):
             return None
+        # A test's name on the changed lines, or a test whose body changed (its hunk's function).
         for ident in sorted(commit.identifiers | commit.functions):
             if ident.startswith("test_") and wanted and \
                     len(wanted & words(ident)) * 2 >= len(wanted) + (len(wanted) > 1):
-                return f"adds the test {ident}, which names {name}"
+                return f"adds or changes the test {ident}, which names {name}"
         return None
     return test
 
@@ -308,6 +309,8 @@ def items(ev: Evidence) -> list[Item]:
     for name in ev.check_names:
         found.append(Item(f"the failed check's {name}", 1.0, _names(name, "the failed check")))
     for name in ev.passes:
+        if name == ev.failing_pass:
+            continue  # the same piece of evidence, counted once
         found.append(Item(f"the case's pass {name}", 1.0, _pass_source(name)))
     share = 1.0 / max(1, len(ev.terms)) ** 0.5  # many terms: each one says less
     for name in ev.terms:
