@@ -4,8 +4,10 @@ The reducer runs here (the worker or `tvmrepro reduce --local`); everything
 that needs TVM runs in sandboxes through the runtime: each candidate is a
 module-mode run with the case's limits, judged by the bisection oracles
 (tvmrepro/bisection.py), and each module edit (worker/candidates.py) first goes
-to the harness's check mode, which keeps only modules that parse and are well
-formed and prints them back as canonical TVMScript. Up to `workers` sandboxes
+to the harness's check mode, which keeps only modules that parse and are no
+less well formed than the case (a case that is not well formed lets the oracle
+judge candidates that are not either) and prints them back as canonical
+TVMScript where this release's printing parses back. Up to `workers` sandboxes
 run at once; a time budget ends the reduction with the best case so far.
 """
 
