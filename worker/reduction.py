@@ -121,6 +121,8 @@ class Reducer:
         data = self.case.model_dump(mode="json")
         data.update(source=source, module=self.state.module,
                     variants=[{"name": self.options.variant, "passes": passes}])
+        if "MODULE_JSON" not in source:  # printed as TVMScript: the save_json text is not needed
+            data["module_json"] = None
         return parse_case(data)
 
     def _run(self, source: str, passes: list[Any]) -> dict[str, Any]:
@@ -309,7 +311,11 @@ class Reducer:
         finished = True
         try:
             self.reduce_passes()
+            from_json = "MODULE_JSON" in self.state.source
             if self.normalize():
+                if from_json and "MODULE_JSON" not in self.state.source:
+                    # A save_json module counts as the TVMScript TVM printed it as.
+                    before["lines"] = source_lines(self.state.source)
                 self.module_phases()
         except OutOfBudget:
             finished = False

@@ -83,4 +83,6 @@ def check_sources(case: dict[str, Any], sink: EventSink, workdir: Path) -> None:
         if isinstance(source, dict):  # {"json": save_json text}: printed here
             sink.emit("checked", **print_json(tvm, workdir, index, source["json"]))
             continue
+        if case.get("module_json") is not None:  # the source reads MODULE_JSON (modes.py)
+            source = f"MODULE_JSON = {case['module_json']!r}\n{source}"
         sink.emit("checked", **check_one(tvm, features, workdir, index, source, case["module"]))
