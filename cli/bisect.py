@@ -188,7 +188,9 @@ def bisect_view(found: dict[str, Any], title: str) -> Table:
     for t in found["transitions"]:
         lines.append(shown(f"{t['before']} ({t['from']}) -> {t['after']} ({t['to']})"
                            + (f", candidates: {', '.join(t['candidates'])}"
-                              if t["candidates"] else "")))
+                              if t["candidates"] else "")
+                           + (f", not probed (outside the range): "
+                              f"{', '.join(t['not_in_range'])}" if t.get("not_in_range") else "")))
     lines.append(shown(f"verdict: {found['verdict']} (oracle {found['oracle']}"
                        + (f", reference {found['reference']}" if found.get("reference") else "")
                        + ")"))

@@ -63,6 +63,9 @@ def _transitions(bisect: dict[str, Any]) -> list[str]:
         if change["candidates"]:
             line += ("; the change may lie in any of the candidates "
                      + ", ".join(code_span(c) for c in change["candidates"]))
+        if change.get("not_in_range"):
+            line += ("; not probed (outside the range), the change may lie there too: "
+                     + ", ".join(code_span(c) for c in change["not_in_range"]))
         lines.append(line)
         lines += _window(change)
     return lines + [""]

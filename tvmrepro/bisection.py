@@ -18,7 +18,7 @@ from typing import Any
 import regex
 
 from tvmrepro.cases import Case
-from tvmrepro.environments import Environment
+from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.outputs import compare_outputs
 from tvmrepro.results import Status
@@ -254,6 +254,21 @@ def transitions(environments: list[str], probes: dict[str, Probe]) -> list[dict[
     return found
 
 
+def outside_the_range(environments: list[str], before: str, after: str) -> list[str]:
+    """Releases of the catalog (of `before`'s device) between two probes that the range left
+    out (the page bisects over the releases a worker serves): nobody probed them, so the
+    change may lie there too."""
+    catalog = default_catalog()
+    if before not in catalog.ids or after not in catalog.ids:
+        return []
+    device = catalog.get(before).device
+    ordered = [e.id for e in catalog.environments if e.device == device]
+    if before not in ordered or after not in ordered:
+        return []
+    low, high = sorted((ordered.index(before), ordered.index(after)))
+    return [env for env in ordered[low + 1:high] if env not in environments]
+
+
 def outcome(environments: list[str], probes: dict[str, Probe],
             changes: list[dict[str, Any]]) -> Outcome:
     """unchanged, changed, non_monotonic or inconclusive (CONTRACT.md, "Bisection")."""
@@ -397,12 +412,15 @@ def evaluate(options: Options, observations: list[Observation]) -> tuple[dict[st
     pending = [p for p in probes.values() if not p.done]
     changes = transitions(envs, probes)
     verdict = outcome(envs, probes, changes)
+    for change in changes:
+        change["not_in_range"] = outside_the_range(envs, change["before"], change["after"])
     changed = verdict is Outcome.CHANGED
     done = sum(p.done for p in probes.values())
     found = {
         "oracle": oracle.text, "environments": envs, "variant": options.variant,
         "probes": [p.to_json() for p in probes.values() if p.verdict is not None],
         "transitions": changes, "verdict": verdict.value,
+        "not_in_range": outside_the_range(envs, envs[0], envs[-1]) if envs else [],
         "first_changed": changes[0]["after"] if changed else None,
         "last_before_change": changes[0]["before"] if changed else None,
         "reference": ref_env,

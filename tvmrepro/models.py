@@ -183,6 +183,9 @@ class BisectTransition(BaseModel):
     to: Literal["good", "bad"]
     candidates: list[str] = Field(description="environments between them that were skipped, "
                                               "flaky or not probed: the change may lie there")
+    not_in_range: list[str] = Field(
+        default_factory=list, description="releases between them that the range left out "
+        "(no worker served them): never probed, the change may lie there too")
     # With a history only (CONTRACT.md, "Commit windows and suspects"); absent otherwise.
     window: CommitWindow | None = Field(default=None, exclude_if=lambda v: v is None)
     suspects: list[Suspect] | None = Field(default=None, exclude_if=lambda v: v is None)
@@ -211,6 +214,9 @@ class Bisection(BaseModel):
     reference_signature: str | None = None
     strategy: Literal["all", "binary"]
     repeat: int
+    not_in_range: list[str] = Field(
+        default_factory=list, description="releases of the device between the range's ends "
+        "that the range left out (no worker served them): the answer says nothing of them")
     progress: BisectProgress
     finished: bool = Field(description="no probe runs or remains to be planned")
     oracle_error: str | None = Field(

@@ -67,8 +67,13 @@ def conclusion(job: JobView, catalog: Catalog) -> str:
                                                                  strict=True)]
     bisect = job.bisect
     if bisect is not None and bisect.verdict == "changed" and bisect.first_changed:
+        unprobed = bisect.transitions[0].not_in_range if bisect.transitions else []
         parts.append(f"it changed in {_release(bisect.first_changed, catalog)} "
-                     f"(last before: {_release(bisect.last_before_change or '', catalog)})")
+                     f"(last before: {_release(bisect.last_before_change or '', catalog)})"
+                     if not unprobed else
+                     f"it changed between {_release(bisect.last_before_change or '', catalog)} "
+                     f"and {_release(bisect.first_changed, catalog)}; not probed between "
+                     f"them: {', '.join(_release(e, catalog) for e in unprobed)}")
     elif bisect is not None and bisect.finished:
         parts.append(f"bisection: {code_span(bisect.verdict.replace('_', '-'))}")
     return "**" + "; ".join(parts) + ".**"

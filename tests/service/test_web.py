@@ -26,7 +26,7 @@ from tests.service.browser import (
     wait_for,
 )
 from tests.service.stack import Backend, Stack, make_home, serving
-from tvmrepro.environments import Environment
+from tvmrepro.environments import Environment, default_catalog
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(600)]
 MISSING = "fused_relax_nn_attention_cutlass_gv"
@@ -243,7 +243,13 @@ def test_since_when_posts_a_bisect_job(browser: Any, stack: Stack) -> None:
     one(browser, "#bisect-panel")
     wait_for(browser, lambda d: len(by_css(d, "#timeline li.probe.v-bad")) == 2,
              "both releases probed bad")
-    assert "no change" in one(browser, "#bisect-summary").text
+    summary = one(browser, "#bisect-summary").text
+    assert "no change" in summary
+    # Only the served releases were probed: the answer names the others between them.
+    cpu = [e.id for e in default_catalog().environments if e.device == "cpu"]
+    left_out = cpu[cpu.index(OLD_ENV) + 1:cpu.index(NEW_ENV)]
+    assert left_out[0] == "tvm-0.25.0.post1-cpu" and left_out[-1] == "tvm-0.27.0-cpu"
+    assert f"Not probed (no worker serves them): {', '.join(left_out)}." in summary, summary
     # What the button asked for: the job's first variant, any failure, every served release.
     found = stack.wait(bisect_id)
     assert found["kind"] == "bisect" and found["status"] == "done", found

@@ -15,6 +15,7 @@ from tvmrepro.bisection import (
     judge,
     parse_oracle,
 )
+from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
 
 ENVS = [f"e{n}" for n in range(8)]
@@ -49,7 +50,7 @@ def test_a_bug_fixed_once_is_changed_with_the_pair() -> None:
     assert found["verdict"] == "changed"
     assert (found["last_before_change"], found["first_changed"]) == ("e4", "e5")
     assert found["transitions"] == [{"before": "e4", "after": "e5", "from": "bad", "to": "good",
-                                     "candidates": []}]
+                                     "candidates": [], "not_in_range": []}]
     assert [p["verdict"] for p in found["probes"]] == ["bad"] * 5 + ["good"] * 3
     assert found["finished"] and found["progress"] == {"done": 8, "total": 8}
 
@@ -183,3 +184,33 @@ def test_binary_moves_inwards_from_a_skipped_end() -> None:
     found, rounds = run_binary(["incompatible", "error", "error", "ok", "ok"])
     assert rounds[0] == ["e0", "e4"] and rounds[1] == ["e1"]
     assert found["verdict"] == "changed" and found["first_changed"] == "e3"
+
+
+def test_releases_the_range_left_out_are_named_not_hidden() -> None:
+    # The page bisects over the served releases: three of ten. The answer names the others.
+    served = ["tvm-0.25.0.post1-cpu", "tvm-0.26.0-cpu", "tvm-0.27.0.post1-cpu"]
+    results = {served[0]: result("ok"), served[1]: result("ok"), served[2]: result("error")}
+    found, _ = evaluate(Options(served, "v", "failure"), observe(results))
+    assert found["verdict"] == "changed"
+    between = ["tvm-0.27.0rc0-cpu", "tvm-0.27.0rc1-cpu", "tvm-0.27.0-cpu"]
+    assert found["transitions"][0]["not_in_range"] == between
+    assert found["not_in_range"] == ["tvm-0.26.0rc0-cpu", *between]
+    every = [e.id for e in default_catalog().environments if e.device == "cpu"]
+    whole, _ = evaluate(Options(every, "v", "failure"),
+                        observe({e: result("ok") for e in every}))
+    assert whole["not_in_range"] == []
+
+
+def test_the_report_says_changed_between_when_releases_were_left_out() -> None:
+    from tests.tvmrepro.test_report import job_of
+    from tvmrepro.models import Bisection
+    from tvmrepro.report import conclusion
+
+    served = ["tvm-0.25.0.post1-cpu", "tvm-0.26.0-cpu", "tvm-0.27.0.post1-cpu"]
+    found, _ = evaluate(Options(served, "v", "failure"), observe(
+        {served[0]: result("ok"), served[1]: result("ok"), served[2]: result("error")}))
+    job = job_of({"v": ["ok", "ok", "error"]})
+    job.bisect = Bisection.model_validate(found)
+    said = conclusion(job, default_catalog())
+    assert "it changed between 0.26.0 and 0.27.0.post1; not probed between them: 0.27.0rc0, " \
+           "0.27.0rc1, 0.27.0" in said, said

@@ -24,7 +24,7 @@ from tvmrepro.report import render_report
 ENVS = [e.id for e in default_catalog().spanning("cpu")]
 
 
-def _job(statuses: dict[str, list[str]], comparisons: list[Comparison] | None = None) -> JobView:
+def job_of(statuses: dict[str, list[str]], comparisons: list[Comparison] | None = None) -> JobView:
     variants = list(statuses)
     cells = [[Cell(variant=v, environment=e, run=f"{v}@{e}", state=RunState.DONE, status=s)
               for e, s in zip(ENVS, statuses[v], strict=True)] for v in variants]
@@ -46,7 +46,7 @@ def _comparison(env: str, body: str) -> Comparison:
 
 
 def test_the_first_line_concludes() -> None:
-    first = render_report(_job({"a": ["error"] * 3, "b": ["ok", "error", "ok"]})).splitlines()[0]
+    first = render_report(job_of({"a": ["error"] * 3, "b": ["ok", "error", "ok"]})).splitlines()[0]
     releases: list[Any] = [default_catalog().get(e).release for e in ENVS]
     assert first == (f"**`a` fails (error) on every tested release ({releases[0]} → "
                      f"{releases[-1]}, 3 release(s)); `b` fails on {releases[1]} and passes on "
@@ -55,21 +55,21 @@ def test_the_first_line_concludes() -> None:
 
 def test_a_diff_that_is_the_same_everywhere_is_shown_once() -> None:
     same = [_comparison(e, "-x\n+y") for e in ENVS]
-    text = render_report(_job({"a": ["error"] * 3, "b": ["ok"] * 3}, same))
+    text = render_report(job_of({"a": ["error"] * 3, "b": ["ok"] * 3}, same))
     assert text.count("```diff") == 1
     assert "first differ after step 2: `P` in `a`, `Q` in `b`" in text
     other = same[:2] + [_comparison(ENVS[2], "-x\n+z")]
-    assert render_report(_job({"a": ["error"] * 3, "b": ["ok"] * 3}, other)).count("```diff") == 2
+    assert render_report(job_of({"a": ["error"] * 3, "b": ["ok"] * 3}, other)).count("```diff") == 2
 
 
 def test_reproduced_only_when_something_failed() -> None:
-    assert "Reproduced with" in render_report(_job({"a": ["error", "ok", "ok"]}))
-    assert "Reproduced" not in render_report(_job({"a": ["ok"] * 3}))
+    assert "Reproduced with" in render_report(job_of({"a": ["error", "ok", "ok"]}))
+    assert "Reproduced" not in render_report(job_of({"a": ["ok"] * 3}))
 
 
 def test_the_first_screen_concludes_and_the_rest_is_folded() -> None:
     signature = "InternalError at VirtualMachineImpl::InitFuncPool (fused_gv)"
-    job = _job({"once": ["error"] * 3, "twice": ["ok"] * 3},
+    job = job_of({"once": ["error"] * 3, "twice": ["ok"] * 3},
                [_comparison(e, "-x\n+y") for e in ENVS])
     for run in job.runs:
         if run.variant == "once":

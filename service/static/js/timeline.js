@@ -2,13 +2,24 @@
 import { api, el, fill } from "./common.js";
 
 function summaryText(b) {
+  const left = (b.not_in_range || []).length && b.verdict !== "changed"
+    ? ` Not probed (no worker serves them): ${b.not_in_range.join(", ")}.` : "";
+  return verdictText(b) + left;
+}
+
+function verdictText(b) {
   const progress = b.finished ? "" : ` (probes done: ${b.progress.done} of ${b.progress.total})`;
   const head = `Variant ${b.variant}, oracle ${b.oracle}: `;
   const changes = b.transitions.map((t) => `${t.from} \u2192 ${t.to} between ${t.before} and ${t.after}`);
   if (!b.finished && !changes.length) return `${head}probing the releases\u2026${progress}`;
   switch (b.verdict) {
-    case "changed":
+    case "changed": {
+      const unprobed = b.transitions[0].not_in_range || [];
+      if (unprobed.length) {
+        return `${head}changed between ${b.last_before_change} and ${b.first_changed} (${changes[0]}); not probed between them (no worker serves them): ${unprobed.join(", ")}: the change may lie there.${progress}`;
+      }
       return `${head}changed in ${b.first_changed}; the last release before the change is ${b.last_before_change} (${changes[0]}).${progress}`;
+    }
     case "unchanged":
       return `${head}no change over the releases probed.${progress}`;
     case "non_monotonic":
