@@ -139,7 +139,7 @@ def _reserve(runtime: Any, case: Case, envs: list[Environment], repeat: int) -> 
 
 
 def bisect_remotely(case: Case, options: Options, server: str | None, tick: Tick,
-                    as_json: bool = False) -> tuple[str, dict[str, Any]]:
+                    as_json: bool = False, queue: bool = False) -> tuple[str, dict[str, Any]]:
     """Submit a bisect job (to --server, or the service that find_service finds) and wait for
     its answer; the job id and the bisect object."""
     from cli.remote import connect, resumable
@@ -148,7 +148,8 @@ def bisect_remotely(case: Case, options: Options, server: str | None, tick: Tick
     body: dict[str, Any] = {
         "kind": "bisect", "case": case.model_dump(mode="json", exclude_defaults=True),
         "environments": options.environments, "variant": options.variant,
-        "oracle": options.oracle, "repeat": options.repeat, "strategy": options.strategy}
+        "oracle": options.oracle, "repeat": options.repeat, "strategy": options.strategy,
+        "wait": queue}
     if options.reference:
         body["reference"] = options.reference
     job = client.submit(body)
@@ -223,12 +224,14 @@ def _environments(env_ids: tuple[str, ...], device: str) -> list[Environment]:
               help="With --local: a sandboxed local environment, or the environment's image.")
 @click.option("--json", "as_json", is_flag=True, help="Print the bisect object as JSON.")
 @click.option("--server", default=None, help=SERVER_HELP)
+@click.option("--queue", is_flag=True,
+              help="Queue the probes of releases that no live worker serves yet (else refused).")
 @click.option("--history", default=None, help="apache/tvm's history for each transition's "
               "commit window and suspects: a commit index (JSON lines), a git clone, or a URL "
               "(default: TVMREPRO_TVM_HISTORY).")
 def bisect(case_file: Path, variant: str | None, env_ids: tuple[str, ...], device: str,
                    oracle: str, reference: str | None, repeat: int, strategy: str, local: bool,
-                   runtime_name: str, as_json: bool, server: str | None,
+                   runtime_name: str, as_json: bool, server: str | None, queue: bool,
                    history: str | None) -> None:
     """Which releases show the bug, and where it changed (every transition)."""
     case = load_case_file(case_file)
@@ -243,7 +246,7 @@ def bisect(case_file: Path, variant: str | None, env_ids: tuple[str, ...], devic
         if local:
             found = bisect_locally(case, options, runtime_name, tick, known)
         else:
-            job_id, found = bisect_remotely(case, options, server, tick, as_json)
+            job_id, found = bisect_remotely(case, options, server, tick, as_json, queue)
             if known is not None:
                 from cli.remote import connect
 

@@ -38,10 +38,10 @@ def bisect_options(request: JobRequest, case: Case, envs: list[Environment],
 def start_bisect(store: Store, catalog: Catalog, publish: Publish, case: Case,
                  options: Options, cap: int, now: float) -> str:
     """Store and publish a bisect job's first probes; its id (QueueFull: nothing stored)."""
-    if len(options.environments) * options.repeat > cap:
-        raise BadInput("repeat", f"the bisection makes up to "
-                                 f"{len(options.environments) * options.repeat} runs; this "
-                                 f"service queues at most {cap}")
+    if options.repeat > cap:  # the cap is per environment: a probe's repeats share one
+        raise BadInput("repeat", f"the bisection makes up to {options.repeat} runs on each "
+                                 f"environment; this service queues at most {cap} per "
+                                 f"environment")
     job = JobRow(id=uuid.uuid4().hex, kind="bisect", title=case.title,
                  case=case.model_dump(mode="json", exclude_defaults=True),
                  environments=options.environments, variants=[options.variant],

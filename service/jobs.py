@@ -169,9 +169,10 @@ class JobService:
         planned = fan_out(case, envs, self.store.fingerprints(), request.variants, case_field="case")
         variants = list(dict.fromkeys(run.variant for run in planned))
         self._check_served(envs, request)
-        if len(planned) > self.settings.max_queued_runs:
-            raise BadInput("environments", f"the job makes {len(planned)} runs; "
-                           f"this service queues at most {self.settings.max_queued_runs}")
+        if len(variants) > self.settings.max_queued_runs:  # the cap is per environment
+            raise BadInput("variants", f"the job makes {len(variants)} runs on each "
+                           f"environment; this service queues at most "
+                           f"{self.settings.max_queued_runs} per environment")
         job_id, now = uuid.uuid4().hex, time.time()
         runs = self._runs(job_id, case, planned, request.bypass_cache, now)
         job = JobRow(id=job_id, kind=request.kind, title=case.title,

@@ -53,7 +53,7 @@ class NotServed(ReproError):
     def __init__(self, env_ids: list[str], field: str) -> None:
         super().__init__(f"no live worker serves {', '.join(env_ids)}; start one "
                          f"(tvmrepro worker --env {env_ids[0]}) or submit with \"wait\": true "
-                         f"to queue the runs until one does")
+                         f"(the command line's --queue) to queue the runs until one does")
         self.env_ids, self.field = env_ids, field
 
 

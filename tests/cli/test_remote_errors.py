@@ -6,6 +6,8 @@ own home); no TVM is needed: the jobs are refused or only queued.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,7 +21,7 @@ from cli.cli import main
 from cli.up import announced
 from service.app import create_app
 from service.jobs import JobService
-from tests.conftest import NEW_ENV
+from tests.conftest import NEW_ENV, OLD_ENV, REPO
 from tests.service.stack import free_port
 from tvmrepro.settings import Settings
 
@@ -173,3 +175,26 @@ def test_cancel_uses_the_token_kept_at_submission(server: str, tmp_path: Path) -
     again = tvmrepro("cancel", job_id, "--token", kept.read_text(), "--server", server,
                      env={"TVMREPRO_HOME": str(tmp_path / "other")})
     assert again.exit_code == 0 and "0 run(s) cancelled" in again.stdout
+
+
+def test_bisect_queues_probes_of_unserved_releases_only_when_asked(
+        server: str, tmp_path: Path) -> None:
+    case = script(tmp_path, "repro.py", "print(1)\n")
+    refused = tvmrepro("bisect", case, "--env", OLD_ENV, "--env", NEW_ENV, "--server", server)
+    assert refused.exit_code != 0, refused.output
+    assert "no live worker serves" in said(refused) and "--queue" in said(refused)
+    # With --queue the job is stored and waits (the command follows it: stopped here).
+    command = [sys.executable, "-m", "cli", "bisect", case, "--env", OLD_ENV, "--env", NEW_ENV,
+               "--queue", "--server", server]
+    waiting = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (listed := tvmrepro("jobs", "--server", server).stdout.split()):
+            assert waiting.poll() is None and time.monotonic() < deadline, \
+                waiting.stderr and waiting.stderr.read()
+            time.sleep(0.2)
+    finally:
+        waiting.kill()
+        waiting.wait()
+    assert "bisect" in listed

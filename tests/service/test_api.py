@@ -215,7 +215,7 @@ def test_a_finished_job_shows_the_comparisons_stored_with_it(
             for c in done["matrix"]["comparisons"]] == [(OLD_ENV, 1), (NEW_ENV, 1)]
     # A GET reads what was stored, it does not diff again: change the store, the answer follows.
     with service.store.engine.begin() as conn:
-        conn.execute(schema.comparisons.update().values(data=[]))
+        conn.execute(schema.comparisons.update().values(data={"comparisons": [], "symbols": []}))
     assert client.get(url).get_json()["matrix"]["comparisons"] == []
     # A job finished before comparisons were stored gets them on its first read, stored.
     with service.store.engine.begin() as conn:
