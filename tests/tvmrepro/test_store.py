@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -18,18 +16,6 @@ from tvmrepro.store import Action, QueueFull, RunState, Store
 
 CAP = 30
 
-
-@pytest.fixture(params=("sqlite", "postgres"))
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    """An empty store with its tables."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'store.sqlite'}"
-    else:
-        url = request.getfixturevalue("clean_postgres")
-    opened = Store(url)
-    opened.create_schema()
-    yield opened
-    opened.dispose()
 
 
 def new_job(runs: int, state: RunState = RunState.QUEUED,

@@ -8,7 +8,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -29,19 +28,6 @@ from tvmrepro.symbols import MAX_SYMBOLS
 from worker.reduction import Options as ReduceOptions
 from worker.reduction import reduce_case
 from worker.runtimes.base import Execution, SandboxJob
-
-
-@pytest.fixture(params=("sqlite", "postgres"))
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    """An empty store: SQLite (whose one write lock every user shares) or PostgreSQL."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'store.sqlite'}"
-    else:
-        url = request.getfixturevalue("clean_postgres")
-    opened = Store(url)
-    opened.create_schema()
-    yield opened
-    opened.dispose()
 
 
 def finished(store: Store, key: str, outcome: Result) -> str:
