@@ -26,6 +26,7 @@ from cli.output import (
     _STATUS_STYLE,
     SERVER_HELP,
     error_console,
+    fingerprints_announced,
     plain,
     print_json,
     reports_errors,
@@ -68,10 +69,11 @@ def bisect_locally(case: Case, options: Options, runtime_name: str, tick: Tick,
     each transition gets its commit window and suspects."""
     from worker.runtimes import make_runtime
 
-    runtime = make_runtime(runtime_name, Settings.from_env())
+    settings = Settings.from_env()
+    runtime = make_runtime(runtime_name, settings)
     envs = {env.id: env for env in default_catalog().select(options.environments)}
     # The local runtime provisions what is missing; Docker asks each environment's image.
-    fingerprints = {env_id: runtime.fingerprint(env) for env_id, env in envs.items()}
+    fingerprints = fingerprints_announced(runtime, settings, list(envs.values()))
     fan_out(case, list(envs.values()), fingerprints, [options.variant], "--variant")
     observed: list[Observation] = []
     todo = initial_probes(options)

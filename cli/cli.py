@@ -9,7 +9,14 @@ from typing import Any
 
 import click
 
-from cli.output import SERVER_HELP, error_console, print_json, print_runs, reports_errors
+from cli.output import (
+    SERVER_HELP,
+    error_console,
+    fingerprints_announced,
+    print_json,
+    print_runs,
+    reports_errors,
+)
 from tvmrepro.cases import Case, load_case_file
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
@@ -118,7 +125,7 @@ def run_locally(case: Case, envs: list[Environment], variants: list[str],
             error_console().print(f"{exc}; running here", highlight=False)
     runtime = make_runtime(runtime_name, settings)
     # The local runtime provisions what is missing; Docker asks each environment's image.
-    fingerprints = {environment.id: runtime.fingerprint(environment) for environment in envs}
+    fingerprints = fingerprints_announced(runtime, settings, envs)
     runs = []
     for planned in fan_out(case, envs, fingerprints, variants, variant_field="--variant"):
         error_console().print(f"running {planned.variant} on {planned.env.id} ...",

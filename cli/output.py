@@ -83,3 +83,15 @@ def reports_errors(command: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(EXIT_FAILURE)
 
     return wrapper
+
+
+def fingerprints_announced(runtime: Any, settings: Any, envs: list[Any]) -> dict[str, Any]:
+    """Each environment's fingerprint from `runtime` (the local runtime provisions what is
+    missing first: say so, as it can take a minute, rather than be silent)."""
+    from worker.provision import read_fingerprint
+
+    missing = [env.id for env in envs if read_fingerprint(settings, env) is None]
+    if missing and runtime.name == "local":
+        error_console().print(f"provisioning {', '.join(missing)} (a download the first time, "
+                              "seconds from the package cache) ...", highlight=False)
+    return {env.id: runtime.fingerprint(env) for env in envs}
