@@ -28,6 +28,8 @@ pytest_plugins = ["tests.fixtures.docker_engine", "tests.fixtures.databases", "t
 OLD_ENV, NEW_ENV = "tvm-0.25.0-cpu", "tvm-0.27.0.post1-cpu"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 REPO = Path(__file__).resolve().parents[1]
+# apache/tvm's commit index (tests/history/README.md): the test stacks' history.
+HISTORY_INDEX = REPO / "tests" / "history" / "apache-tvm-commits.jsonl.gz"
 
 
 # pytest-xdist (`make test` runs it with -n): a unit of tests is handed to one worker process

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.bisect_support import SKIP_RANGE, fixed_in_027, skip_in_the_middle
-from tests.conftest import NEW_ENV, OLD_ENV, REPO, SHARED, shared_case
+from tests.conftest import HISTORY_INDEX, NEW_ENV, OLD_ENV, REPO, shared_case
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(600)]
 
@@ -86,9 +86,7 @@ def test_bad_options_exit_2_naming_the_flag(test_home: Path) -> None:
 def test_a_fix_between_two_candidates_names_its_window_and_its_pr(test_home: Path) -> None:
     """One bisection with a history (the shared commit index): the window of the two releases'
     commits and the fix's PR first among its suspects (tests/cases/relax-max-0d-tensor)."""
-    index = SHARED / "history" / "apache-tvm-commits.jsonl.gz"
-    if not index.is_file():
-        pytest.skip(f"no commit index at {index}")
+    index = HISTORY_INDEX
     found = bisect_json(REPO / "tests/cases/relax-max-0d-tensor/case.json", "--env",
                         "tvm-0.25.0rc0-cpu", "--env", "tvm-0.25.0rc1-cpu", "--history",
                         str(index), home=test_home)

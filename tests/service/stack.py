@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import REPO
+from tests.conftest import HISTORY_INDEX, REPO
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store
 
@@ -87,7 +87,8 @@ class Stack:
     def _environ(self, overrides: dict[str, str]) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items()
                if k not in ("REDIS_URL", "DATABASE_URL") and not k.startswith("TVMREPRO_")}
-        env.update(TEST_TIMINGS, TVMREPRO_HOME=str(self.home), **overrides)
+        env.update(TEST_TIMINGS, TVMREPRO_HOME=str(self.home),
+                   TVMREPRO_TVM_HISTORY=str(HISTORY_INDEX), **overrides)
         if self.backend.redis_url:
             env["REDIS_URL"] = self.backend.redis_url
             env["TVMREPRO_REDIS_PREFIX"] = self.backend.redis_prefix

@@ -24,10 +24,9 @@ from tests.bisect_support import (
     skip_in_the_middle,
     start_worker_for,
 )
-from tests.conftest import NEW_ENV, OLD_ENV
+from tests.conftest import HISTORY_INDEX, NEW_ENV, OLD_ENV
 from tests.service.conftest import own_backend
 from tests.service.stack import Stack, dump, make_home
-from tvmrepro.history import BESIDE_CHECKOUT
 from tvmrepro.models import JobView
 from tvmrepro.report import render_report
 from tvmrepro.settings import Settings
@@ -246,22 +245,15 @@ def test_real_behaviour_changes_bisect_to_the_right_releases(
         assert found["verdict"] == ("changed" if len(expected) == 1 else "non_monotonic")
         if found["verdict"] == "changed":
             assert (found["last_before_change"], found["first_changed"]) == expected[0][:2]
-        if BESIDE_CHECKOUT.is_dir():  # the service's history: each transition's suspects
-            for change in found["transitions"]:
-                top = [s["pr"] for s in change["suspects"][:3]]
-                assert TRUE_PRS[(name, change["after"])] in top, (name, change["after"], top)
+        for change in found["transitions"]:  # the stack's history: each transition's suspects
+            top = [s["pr"] for s in change["suspects"][:3]]
+            assert TRUE_PRS[(name, change["after"])] in top, (name, change["after"], top)
 
 
 def test_the_command_line_s_history_gives_a_service_job_its_suspects(
         releases: Stack, tmp_path: Path) -> None:
-    from tvmrepro.history import BESIDE_CHECKOUT, INDEX_SUFFIXES
-
-    index = next((p for p in sorted(BESIDE_CHECKOUT.glob("*")) if p.name.endswith(
-        INDEX_SUFFIXES)), None) if BESIDE_CHECKOUT.is_dir() else None
-    if index is None:
-        pytest.skip(f"no commit index in {BESIDE_CHECKOUT}")
     mine = tmp_path / "mine.jsonl.gz"  # another history than the service's: its name shows
-    mine.write_bytes(index.read_bytes())
+    mine.write_bytes(HISTORY_INDEX.read_bytes())
     script = tmp_path / "repro.py"
     script.write_text(fixed_in_027(0, f"history {time.time()}")["script"])
     cli = Path(sys.executable).parent / "tvmrepro"

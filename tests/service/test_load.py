@@ -139,11 +139,13 @@ def test_past_the_queue_cap_429_and_nothing_half_stored(fake_stack: Stack,
     assert refused.headers["Retry-After"]
     assert counts(stack) == {"jobs": 10, "runs": 20, "results": 0}
 
-    too_big = founding_body(founding_case, [OLD_ENV, NEW_ENV] * 3, bypass_cache=True)
+    too_big = founding_body(founding_case, [OLD_ENV, NEW_ENV], bypass_cache=True)
     too_big["case"] = {**founding_case, "variants": [
-        {**founding_case["variants"][0], "name": f"v{n}"} for n in range(6)]}
-    answer = stack.http.post("/api/v1/jobs", json=too_big)  # 12 runs: more than the cap
-    assert answer.status_code == 400 and answer.json()["error"]["field"] == "environments"
+        {**founding_case["variants"][0], "name": f"v{n}"} for n in range(11)]}
+    answer = stack.http.post("/api/v1/jobs", json=too_big)  # 11 runs on each: past the cap
+    assert answer.status_code == 400 and answer.json()["error"]["field"] == "variants", \
+        answer.text
+    assert "11 runs on each environment" in answer.json()["error"]["message"]
 
     for env_id in (OLD_ENV, NEW_ENV):
         stack.start_worker(env_id)

@@ -55,7 +55,7 @@ def fake_stack(backend: Backend, tmp_path: Path) -> Iterator[Stack]:
 def fake_sleep(seconds: float, tag: str) -> dict[str, Any]:
     """A script case that the FakeRuntime ends as ok after `seconds`."""
     return {"title": f"sleep {seconds} {tag}",
-            "script": f"{DIRECTIVE} {json.dumps({'sleep': seconds})}\n# {tag}\n"}
+            "script": f"{DIRECTIVE} {json.dumps({'sleep': seconds})}\n# {tag}\nprint('done')\n"}
 
 
 def claimer_pid(run: dict[str, Any]) -> int:

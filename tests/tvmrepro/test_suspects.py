@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, SHARED
+from tests.conftest import HISTORY_INDEX, REPO
 from tvmrepro.bisect_suspects import annotate
 from tvmrepro.history import IndexHistory
 from tvmrepro.suspects import case_terms, evidence, frames_of, short_function
 
-INDEX = SHARED / "history" / "apache-tvm-commits.jsonl.gz"
+INDEX = HISTORY_INDEX
 STORED = json.loads((Path(__file__).parent / "real_transitions.json").read_text())
 # case, transition -> the true PR's rank (README's table): first, except where said.
 EXPECTED_RANK = {
@@ -30,7 +30,6 @@ EXPECTED_RANK = {
     ("relax-fusetir-decl-buffer-alias", "tvm-0.26.0rc0-cpu"): 3,  # no single named fix
     ("relax-attention-symbolic-batch", "tvm-0.25.0rc1-cpu"): 1,  # added after the weights
 }
-needs_index = pytest.mark.skipif(not INDEX.is_file(), reason=f"no commit index at {INDEX}")
 
 
 def bisected(stored: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
@@ -60,7 +59,6 @@ def true_rank(change: dict[str, Any], prs: list[int]) -> int | None:
     return min(ranks) if ranks else None
 
 
-@needs_index
 @pytest.mark.parametrize("stored", STORED["transitions"],
                          ids=lambda s: f"{s['case']}:{s['before']}->{s['after']}")
 def test_the_true_pr_ranks_as_the_readme_says(stored: dict[str, Any]) -> None:
@@ -76,7 +74,6 @@ def test_the_true_pr_ranks_as_the_readme_says(stored: dict[str, Any]) -> None:
     assert all(s["url"] == f"https://github.com/apache/tvm/pull/{s['pr']}" for s in suspects)
 
 
-@needs_index
 def test_the_frame_and_the_check_are_reasons_of_a_fix() -> None:
     change = suspects_of(STORED["transitions"][0])
     top = change["suspects"][0]
@@ -87,7 +84,6 @@ def test_the_frame_and_the_check_are_reasons_of_a_fix() -> None:
     assert "adds or changes the test test_max_zero_dim, which names max" in said
 
 
-@needs_index
 def test_windows_follow_the_graph_and_say_what_is_missing() -> None:
     windows = {(s["case"], s["after"]): suspects_of(s)["window"] for s in STORED["transitions"]}
     release_branch = windows[("relax-max-0d-tensor", "tvm-0.25.0rc1-cpu")]
@@ -106,7 +102,6 @@ def test_windows_follow_the_graph_and_say_what_is_missing() -> None:
     assert newer["compare_url"].endswith("...fa3a688fb")
 
 
-@needs_index
 def test_a_cherry_picked_change_is_never_a_suspect_again() -> None:
     failing = dict(STORED["transitions"][0]["failing"], environment="tvm-0.25.0.post1-cpu",
                    tvm={"commit": STORED["commits"]["tvm-0.25.0.post1-cpu"]})
@@ -143,7 +138,6 @@ def test_a_wrong_result_has_no_frame_only_what_the_case_exercises() -> None:
     assert clues.terms == ("prod",)
 
 
-@needs_index
 def test_a_large_refactor_is_weighed_down_by_what_else_it_changed() -> None:
     change = suspects_of(STORED["transitions"][3])  # the regression: #20079, 266 files
     refactor = next(s for s in change["suspects"] if s["pr"] == 20079)
@@ -152,7 +146,6 @@ def test_a_large_refactor_is_weighed_down_by_what_else_it_changed() -> None:
     assert not any(r.startswith("weighed down") for r in small["reasons"])
 
 
-@needs_index
 def test_a_bisect_job_stores_its_windows_and_suspects(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """The service's path: a bisect job's step, on a real store, with TVMREPRO_TVM_HISTORY."""

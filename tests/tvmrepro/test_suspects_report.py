@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
-from tests.tvmrepro.test_suspects import STORED, needs_index, suspects_of
+from tests.tvmrepro.test_suspects import STORED, suspects_of
 from tvmrepro.bisect_report import render_bisect
 from tvmrepro.environments import Catalog
 
@@ -22,7 +22,6 @@ def report_of(*changes: dict[str, Any]) -> str:
     return "\n".join(render_bisect({"bisect": found, "runs": [], "case": {}}, Catalog(())))
 
 
-@needs_index
 def test_the_report_names_the_window_links_compare_and_the_top_three() -> None:
     text = report_of(suspects_of(STORED["transitions"][0]))
     html = MarkdownIt("commonmark").render(text)
@@ -39,7 +38,6 @@ def test_the_report_names_the_window_links_compare_and_the_top_three() -> None:
     assert "Open-ended" not in text
 
 
-@needs_index
 def test_an_open_ended_window_says_so_and_what_is_missing() -> None:
     text = report_of(suspects_of(STORED["transitions"][2]))
     assert "  - Open-ended: `the later release's commit fa3a688fb is newer than the history" \
@@ -60,7 +58,6 @@ def test_a_reason_quoting_the_case_stays_code() -> None:
         .replace("<code>changes lines naming ![i](http://evil/i.png)</code>", "")
 
 
-@needs_index
 def test_the_command_lists_the_window_and_three_suspects_below_its_table(
         capsys: pytest.CaptureFixture[str]) -> None:
     from cli.bisect import show_bisect
