@@ -33,24 +33,26 @@ HISTORY_INDEX = REPO / "tests" / "history" / "apache-tvm-commits.jsonl.gz"
 
 
 # pytest-xdist (`make test` runs it with -n): a unit of tests is handed to one worker process
-# whole, so a file's module-scoped stacks start once. The unit is the test's file; the Docker
-# tests and the hostile suite's Docker half are one unit, as they share the process's private
-# engine and the images built on it (tests/fixtures/docker_engine.py). The compose test is a
-# unit of its own: it removes the environments' images to see its worker build them, so it
-# gets an engine of its own (its worker process's), and runs beside the other Docker tests
-# instead of after them. The units that take longest go first, so that no worker starts one of
-# them last. (xdist's own `loadgroup` marks do not group under pytest 9.2, whose node ids no
-# longer follow `_nodeid`: hence a scheduler of our own.)
+# whole, so a file's module-scoped stacks start once. The unit is the test's file, but for
+# three units that each use the private Docker engine of their worker process
+# (tests/fixtures/docker_engine.py), so that they run side by side: the Docker tests, which
+# share the images built on it; the compose test, which removes them to see its worker build
+# them; the hostile suite's Docker half, which builds the one image it needs. The hostile
+# suite's local half is a unit too (its private Redis). The units that take longest go first,
+# so that no worker starts one of them last. (xdist's own `loadgroup` marks do not group under
+# pytest 9.2, whose node ids no longer follow `_nodeid`: hence a scheduler of our own.)
 ONE_UNIT = {"tests/docker/test_compose.py": "docker-compose", "tests/docker/": "docker-engine",
-            "tests/hostile/": "docker-engine"}
-LONGEST_FIRST = ("docker-engine", "docker-compose", "hostile-local", "tests/test_first_hour.py",
-                 "tests/service/test_bisect_over_http.py", "tests/service/test_recovery.py",
-                 "tests/service/test_reduce_over_http.py")
+            "tests/hostile/": "hostile-docker"}
+LONGEST_FIRST = ("docker-compose", "docker-engine", "hostile-docker",
+                 "tests/service/test_recovery.py", "hostile-local",
+                 "tests/service/test_reduce_over_http.py", "tests/cli/test_extract_reduce.py",
+                 "tests/service/test_founding_over_http.py", "tests/service/test_bisect_over_http.py",
+                 "tests/test_first_hour.py")
 
 
 def unit_of(nodeid: str) -> str:
     """The unit of a test: its file, or the unit its directory belongs to. The hostile suite's
-    local half needs no engine: it is a unit of its own (its own private Redis)."""
+    local half needs no engine: it is a unit of its own."""
     path = nodeid.split("::")[0]
     if path.startswith("tests/hostile/") and "[local" in nodeid:
         return "hostile-local"
