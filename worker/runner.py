@@ -31,6 +31,9 @@ _OBSERVED_ONLY = (Status.CRASH, Status.TIMEOUT)
 # A memory failure counts as `oom` only with evidence (oom_evidence); short of it, a peak this
 # far below the limit makes a MemoryError or an allocator abort the case's own error.
 OOM_PEAK_SHARE = 0.5
+# Or its address space (what RLIMIT_AS limits: a case forked from a process that imported TVM
+# starts with much of it taken) came within this much of the limit: the next mapping failed.
+AS_MARGIN_KB = 64 << 10
 # What one run may store (the store keeps every run; a 500-run job is 500 times this). The
 # passes' records beyond MAX_PASSES, the IR past a pass's or the run's cap and the function
 # entries past theirs are not kept; a text field past TEXT_CAP is clipped. Each cut is marked.
@@ -123,6 +126,10 @@ def oom_evidence(job: SandboxJob, ex: Execution) -> str | None:
     peak = peak_memory_mb(ex)
     if peak is not None and peak >= OOM_PEAK_SHARE * job.memory_mb:
         return f"a peak of {peak:.0f} MB against the limit of {job.memory_mb} MB"
+    space, limit = _usage(ex).get("vm_peak_kb"), _usage(ex).get("as_limit_kb")
+    if isinstance(space, int) and isinstance(limit, int) and space >= limit - AS_MARGIN_KB:
+        return (f"its address space reached {space >> 10} MB against the limit of "
+                f"{limit >> 10} MB")
     return None
 
 

@@ -222,6 +222,43 @@ def oom_kills() -> int | None:
     return None
 
 
+def vm_peak_kb(pid: int) -> int | None:
+    """The process's peak address space (the kernel's VmPeak, which it cannot forge)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmPeak:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+class AddressSpaceWatch:
+    """The child's peak address space, sampled while it lives (a dead process has none left
+    to read): with its RLIMIT_AS, the evidence that a MemoryError met the limit."""
+
+    INTERVAL_S = 0.02
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak_kb, self.done = pid, 0, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.done.is_set():
+            peak = vm_peak_kb(self.pid)
+            if peak is None:
+                return
+            self.peak_kb = max(self.peak_kb, peak)
+            self.done.wait(self.INTERVAL_S)
+
+    def stop(self) -> int | None:
+        self.done.set()
+        self.thread.join(timeout=1)
+        return self.peak_kb or None
+
+
 def _exit_event(status: int, usage: Any, kills_before: int | None) -> dict[str, Any]:
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     kills_after = oom_kills()
@@ -271,15 +308,20 @@ def serve_warm(channel: Channel, workdir: str, runner: Runner) -> None:
     relay = Relay(channel)
     relaying = threading.Thread(target=relay.run, args=(pipe[0],), daemon=True)
     relaying.start()
+    watch = AddressSpaceWatch(pid)
     _, status, usage = os.wait4(pid, 0)
+    vm_peak = watch.stop()
     # What the child sent before it died is relayed; its orphans may hold the pipe open.
     relaying.join(timeout=2)
     relay.finish()
     ended = _exit_event(status, usage, kills_before)
     # The child's resource use once more as an event of its own (the runtimes hand the worker
     # every event but `exit`): the evidence an `oom` needs (worker/runner.py, oom_evidence).
+    address_space = (request.get("rlimits") or {}).get("RLIMIT_AS")
     channel.write({"event": "usage", **{k: ended[k] for k in ("maxrss_kb", "cpu_seconds",
-                                                               "oom_kills")}})
+                                                               "oom_kills")},
+                   "vm_peak_kb": vm_peak,
+                   "as_limit_kb": address_space >> 10 if isinstance(address_space, int) else None})
     channel.write(ended)
     sys.stdout.flush()
     sys.stderr.flush()

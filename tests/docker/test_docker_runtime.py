@@ -114,7 +114,7 @@ def test_memory_growth_ends_as_oom(docker_runtime: DockerRuntime,
     script = "chunks = []\nwhile True:\n    chunks.append(bytearray(32 << 20))\n"
     env = docker_envs[NEW_ENV]
     result = run_script(docker_runtime, env, script, memory_mb=512)
-    assert (result.status, result.stage) == ("oom", "script")
+    assert (result.status, result.stage) == ("oom", "script"), (result.message, result.isolation)
 
 
 def test_segfault_names_the_signal(docker_runtime: DockerRuntime,
