@@ -86,6 +86,16 @@ IS_FIFO = ("import os, stat\n"
            "        return False\n")
 
 
+def forging(events: str, ending: str) -> str:
+    """A case that writes `events` (a Python list of event dicts) to the harness's pipe (every
+    FIFO it holds), then ends with `ending`."""
+    return (IS_FIFO + "import json\n"
+            "for fd in range(3, 1600):\n"
+            "    if _is_fifo(fd):\n"
+            f"        for event in {events}:\n"
+            "            os.write(fd, (json.dumps(event) + '\\n').encode())\n" + ending)
+
+
 @pytest.mark.parametrize(("ending", "status", "error_type"), [
     ("raise RuntimeError('its own failure')\n", "error", "RuntimeError"),
     ("print('its own end')\n", "ok", None),
@@ -103,12 +113,8 @@ def test_a_run_that_floods_ir_snapshots_keeps_its_own_result(
 
 def test_a_malformed_stage_before_a_death_is_still_the_case_s_crash(
         warm_runtime: LocalRuntime, tvm_envs: dict[str, Environment]) -> None:
-    forged = (IS_FIFO + "import json\n"
-              "line = json.dumps({'event': 'stage', 'stage': 5, 'pass_path': 'not a list'})\n"
-              "for fd in range(3, 1600):\n"
-              "    if _is_fifo(fd):\n"
-              "        os.write(fd, (line + '\\n').encode())\n"
-              "os.abort()\n")
+    forged = forging("[{'event': 'stage', 'stage': 5, 'pass_path': 'not a list'}]",
+                     "os.abort()\n")
     result = run(warm_runtime, tvm_envs[NEW_ENV], forged)
     assert (result.status, result.signal, result.stage, result.pass_path) == (
         "crash", "SIGABRT", None, None), (result.message, result.log.stderr[-2000:])
@@ -120,17 +126,11 @@ def test_what_json_cannot_hold_is_made_text_before_the_store(
     # service's fault) in a forged pass's time (a required number: such a pass once made the
     # whole result fail to validate), attrs and the result's outputs (JSON's null, as pydantic
     # writes them).
-    forged = (IS_FIFO + "import json\n"
-              "nan = float('nan')\n"
-              "lines = [{'event': 'pass', 'index': 0, 'name': 'P', 'seconds': nan, 'ir': '',\n"
-              "          'functions': [{'name': 'f', 'kind': 'PrimFunc', 'attrs': {'x': nan}}]},\n"
-              "         {'event': 'result', 'status': 'ok', 'stage': 'run',\n"
-              "          'outputs': [nan, float('inf')]}]\n"
-              "for fd in range(3, 1600):\n"
-              "    if _is_fifo(fd):\n"
-              "        for line in lines:\n"
-              "            os.write(fd, (json.dumps(line) + '\\n').encode())\n"
-              "os._exit(0)\n")
+    nan = "float('nan')"
+    forged = forging(f"[{{'event': 'pass', 'index': 0, 'name': 'P', 'seconds': {nan}, 'ir': '', "
+                     f"'functions': [{{'name': 'f', 'kind': 'PrimFunc', 'attrs': {{'x': {nan}}}}}]}},"
+                     f" {{'event': 'result', 'status': 'ok', 'stage': 'run', "
+                     f"'outputs': [{nan}, float('inf')]}}]", "os._exit(0)\n")
     result = run(warm_runtime, tvm_envs[NEW_ENV], forged)
     assert result.status == "ok", (result.message, result.log.stderr[-2000:])
     assert result.outputs == [None, None] and result.passes[0].seconds == 0.0
