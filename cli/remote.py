@@ -24,6 +24,7 @@ from tvmrepro.errors import BadInput, ReproError
 from tvmrepro.escaping import visible_line
 from tvmrepro.lifecycle import JobStatus, RunState
 from tvmrepro.models import (
+    CANCEL_HEADER,
     Cancelled,
     Comparison,
     EnvironmentList,
@@ -217,7 +218,6 @@ class ApiClient:
                           f"GET {path}")
 
 
-CANCEL_HEADER = "X-Cancel-Token"
 CANCEL_TOKENS = "cancel-tokens"  # under TVMREPRO_HOME: one file per job this machine submitted
 _JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 

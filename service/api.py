@@ -17,10 +17,10 @@ from werkzeug.exceptions import (
 )
 
 from service.hosts import AllowedHosts
-from service.jobs import CANCEL_HEADER, JobService
+from service.jobs import JobService
 from service.openapi import openapi_document
 from tvmrepro.errors import BadInput, Forbidden, NotServed
-from tvmrepro.models import ErrorBody, ErrorDetail, IRView
+from tvmrepro.models import CANCEL_HEADER, ErrorBody, ErrorDetail, IRView
 from tvmrepro.report import render_report
 from tvmrepro.store import QueueFull
 

@@ -35,6 +35,7 @@ from tvmrepro.errors import BadInput, Forbidden, NotServed
 from tvmrepro.fanout import PlannedRun, fan_out
 from tvmrepro.lifecycle import RunState, cache_key
 from tvmrepro.models import (
+    CANCEL_HEADER,
     Cancelled,
     CellRef,
     Comparison,
@@ -54,7 +55,6 @@ from tvmrepro.settings import Settings, variable_name
 from tvmrepro.store import Store, open_store
 
 log = logging.getLogger(__name__)
-CANCEL_HEADER = "X-Cancel-Token"
 TOKEN_BYTES = 24  # 192 random bits
 
 

@@ -11,6 +11,7 @@ from pydantic.json_schema import models_json_schema
 from service.web import PassNames
 from tvmrepro.cases import Case
 from tvmrepro.models import (
+    CANCEL_HEADER,
     Cancelled,
     Comparison,
     EnvironmentList,
@@ -55,8 +56,8 @@ ROUTES = (
           optional=("limit", "offset"),
           responses={200: JobList, 400: ErrorBody}),
     Route("delete", _JOB, "Cancel the runs of a job that have no result yet (its submitter: "
-                          "the header X-Cancel-Token holds the cancel_token of the POST's answer)",
-          headers={"X-Cancel-Token": "the job's cancel token, as its submission answered"},
+                          f"the header {CANCEL_HEADER} holds the cancel_token of the POST's answer)",
+          headers={CANCEL_HEADER: "the job's cancel token, as its submission answered"},
           responses={200: Cancelled, 403: ErrorBody, 404: ErrorBody}),
     Route("get", _JOB, "A job: status, runs and the variant x environment matrix",
           responses={200: JobView, 404: ErrorBody}),

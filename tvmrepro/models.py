@@ -224,6 +224,10 @@ class Bisection(BaseModel):
                                   "past its time budget on a run's text): every probe is skip")
 
 
+# The header of a DELETE /api/v1/jobs/<id> that holds the job's cancel_token.
+CANCEL_HEADER = "X-Cancel-Token"
+
+
 class JobView(BaseModel):
     """GET /api/v1/jobs/<id> (and the answer to POST)."""
 

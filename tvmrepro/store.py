@@ -293,12 +293,6 @@ class Store(WorkerRegistry, BisectionRows):
             log.exception("comparing the runs of job %s failed; its next read compares them", job_id)
         return True
 
-    def settle_comparisons(self, job_id: str) -> list[Comparison] | None:
-        """A finished job's comparisons: stored ones, else computed once and stored (None:
-        the job is unknown or not finished)."""
-        found = self.settle(job_id)
-        return found[0] if found is not None else None
-
     def settle(self, job_id: str) -> Settled | None:
         """A finished job's comparisons and symbol traces: stored ones, else made once and
         stored (None: the job is unknown or not finished)."""

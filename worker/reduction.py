@@ -268,7 +268,7 @@ class Reducer:
     def _try(self, batch: list[candidates.Candidate]) -> candidates.Candidate | None:
         if not batch:
             return None
-        verdicts = self.check([c.source for c in batch], "Module")
+        verdicts = self.check([c.source for c in batch], self.state.module)
         valid = [(c, v["source"]) for c, v in zip(batch, verdicts, strict=True)
                  if self._acceptable(v) and v["source"] != self.state.source]
         self._note(f"{len(valid)} of {len(batch)} edits parse and are "

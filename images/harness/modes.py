@@ -44,11 +44,18 @@ def build_options(case: dict[str, Any]) -> dict[str, Any]:
             if key in case and case[key] != value}
 
 
+def module_json_prelude(case: dict[str, Any]) -> str:
+    """What defines MODULE_JSON (the module as save_json wrote it) before a case's source reads
+    it; "" for a case without one."""
+    if case.get("module_json") is None:
+        return ""
+    return f"MODULE_JSON = {case['module_json']!r}\n"
+
+
 def run_module_case(tvm: Any, case: dict[str, Any], variant: dict[str, Any], tracer: Tracer,
                     workdir: Path, source: str, features: Features) -> dict[str, Any]:
     """Parse the module, apply the variant's passes one by one, build, create the VM, call entry."""
-    if case.get("module_json") is not None:  # the module as save_json wrote it: defined first
-        source = f"MODULE_JSON = {case['module_json']!r}\n{source}"
+    source = module_json_prelude(case) + source
     target_spec = port_target(case["target"], features)
     target = tvm.target.Target(target_spec)
     device_kind = _DEVICE_OF_TARGET.get(target.kind.name, target.kind.name)

@@ -21,7 +21,7 @@ from typing import Any
 
 from .classify import first_line
 from .events import EventSink
-from .modes import run_source
+from .modes import module_json_prelude, run_source
 from .porting import Features, detect, port
 from .scriptsrc import module_source, parse_problem, well_formed
 
@@ -47,10 +47,10 @@ def print_json(tvm: Any, workdir: Path, index: int, text: str) -> dict[str, Any]
 
 
 def check_one(tvm: Any, features: Features, workdir: Path, index: int, source: str,
-              module: str) -> dict[str, Any]:
+              module: str, prelude: str = "") -> dict[str, Any]:
     """Whether one source parses to an IRModule, whether it is well formed, and that module
-    printed back."""
-    text, _ = port(source, features)
+    printed back. `prelude` runs before it (the case's MODULE_JSON) but is no part of it."""
+    text, _ = port(prelude + source, features)
     try:
         # The parser prints its diagnostics; the reason below is what the reducer needs.
         with contextlib.redirect_stdout(io.StringIO()):
@@ -83,6 +83,5 @@ def check_sources(case: dict[str, Any], sink: EventSink, workdir: Path) -> None:
         if isinstance(source, dict):  # {"json": save_json text}: printed here
             sink.emit("checked", **print_json(tvm, workdir, index, source["json"]))
             continue
-        if case.get("module_json") is not None:  # the source reads MODULE_JSON (modes.py)
-            source = f"MODULE_JSON = {case['module_json']!r}\n{source}"
-        sink.emit("checked", **check_one(tvm, features, workdir, index, source, case["module"]))
+        sink.emit("checked", **check_one(tvm, features, workdir, index, source, case["module"],
+                                         module_json_prelude(case)))

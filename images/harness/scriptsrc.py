@@ -84,9 +84,8 @@ def module_fields(tvm: Any, mod: Any, workdir: Path) -> dict[str, Any]:
     (`parse_error`) and the module serialized by tvm.ir.save_json (`ir_json`, absent where
     save_json fails: 0.27 crashes in ToJSONGraph on some modules). Each in a forked child."""
     data, how = forked(lambda: json.dumps(_printed(tvm, mod, workdir)).encode())
-    if data is None:
-        return {"ir": module_source(mod),
-                "parse_error": f"printing or parsing it back ended the process ({how})"}
+    if data is None:  # printing is what may have ended it: not again, in this process
+        return {"parse_error": f"printing or parsing it back ended the process ({how})"}
     fields: dict[str, Any] = json.loads(data)
     if "parse_error" in fields:
         saved, _ = forked(lambda: tvm.ir.save_json(mod).encode())

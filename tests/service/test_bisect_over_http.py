@@ -265,4 +265,3 @@ def test_the_command_line_s_history_gives_a_service_job_its_suspects(
     change = json.loads(proc.stdout)["transitions"][0]
     assert change["window"]["history"] == str(mine)
     assert change["window"]["open_ended"] and change["window"]["commits"] == 35
-    assert isinstance(change["suspects"], list)

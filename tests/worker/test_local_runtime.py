@@ -74,6 +74,8 @@ def test_hostile_script_ends_with_status(name: str, tvm_envs: dict[str, Environm
     env = tvm_envs[NEW_ENV]
     result = run_script(script, env, runtime, timeout_s=HOSTILE_TIMEOUT_S, memory_mb=2048)
     assert result.status == expected, (result.message, result.log.stderr[-2000:])
+    if name == "alloc_64_gib":  # the refusal itself, not some other error
+        assert result.error_type == "MemoryError", result.message
     assert result.stage == "script"
     assert processes_of(result.isolation["uid"]) == []
     follow_up = run_script("print('still fine')\n", env, runtime)

@@ -145,6 +145,21 @@ def asked_cancelled(job: SandboxJob) -> bool:
         return False
 
 
+def wait_cancellable(exited: Callable[[float], bool], job: SandboxJob,
+                     deadline: float) -> tuple[bool, bool]:
+    """Wait for a run, in slices of CANCEL_POLL_S, until `exited(timeout_s)` says it ended or
+    `deadline` passes; (timed out, cancelled): a cancelled job's run is given up within
+    CANCEL_POLL_S (the caller kills it either way)."""
+    while True:
+        left = deadline - time.monotonic()
+        if exited(max(0.05, min(left, CANCEL_POLL_S))):
+            return False, False
+        if left <= CANCEL_POLL_S:
+            return True, False
+        if asked_cancelled(job):
+            return False, True
+
+
 class CancelCheck:
     """asked_cancelled for a runtime's loops that poll faster than that: asks at most every
     CANCEL_POLL_S (a sandbox still importing TVM, a container getting ready), and once

@@ -210,6 +210,7 @@ class Cgroups:
                               f"pids controllers down ({exc.strerror}; run the worker in a leaf "
                               "of a delegated subtree)") from exc
             self.parents, self.version = {"": parent}, 2
+            self.sweep()
             return
         mounts = _v1_mounts()
         missing = [c for c in V1_CONTROLLERS if c not in mounts or c not in own]

@@ -37,13 +37,11 @@ from tvmrepro.liveness import process_token, token_alive
 from tvmrepro.settings import Settings
 from worker.images import HARNESS_LABEL, PACKAGES_LABEL, pins_text
 from worker.runtimes.base import (
-    CANCEL_POLL_S,
     EVENTS_READ_CAP,
     CancelCheck,
     Execution,
     Limits,
     SandboxJob,
-    asked_cancelled,
     cancelled_before_start,
     cgroup_oom_kills,
     exit_status,
@@ -52,6 +50,7 @@ from worker.runtimes.base import (
     new_key,
     signal_name,
     verified_events,
+    wait_cancellable,
 )
 from worker.runtimes.docker_config import EVENTS_FILE, container_config, harness_command, isolation
 from worker.runtimes.docker_io import OutputReader, read_archived, write_stdin
@@ -325,15 +324,8 @@ class DockerRuntime:
     def _wait_run(self, container_id: str, job: SandboxJob, started: float) -> tuple[bool, bool]:
         """Wait for a run's container to exit within the run's time; (timed out, cancelled): a
         cancelled job's run is stopped within CANCEL_POLL_S."""
-        deadline = started + job.timeout_s
-        while True:
-            left = deadline - time.monotonic()
-            if self._wait(container_id, max(0.05, min(left, CANCEL_POLL_S))):
-                return False, False
-            if left <= CANCEL_POLL_S:
-                return True, False
-            if asked_cancelled(job):
-                return False, True
+        return wait_cancellable(lambda timeout_s: self._wait(container_id, timeout_s), job,
+                                started + job.timeout_s)
 
     def _wait(self, container_id: str, timeout_s: float) -> bool:
         """Wait for the container to exit, at most timeout_s; whether it did."""

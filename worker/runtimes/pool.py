@@ -116,11 +116,20 @@ class WarmPool(Generic[S]):
                 self.changed.notify_all()
                 self.arrived.wait(timeout=STOP_POLL_S if stop is not None else None)
                 self.wanted[key] -= 1
-                if stop is not None and stop():
+                if stop is not None and self._unlocked(stop):
                     break
         if replace:
             self.fill(key)
         return found
+
+    def _unlocked(self, ask: Callable[[], bool]) -> bool:
+        """`ask` (a store read) with the pool's lock released: the other takers, the starter
+        and the reaper do not wait on its round trip."""
+        self.lock.release()
+        try:
+            return ask()
+        finally:
+            self.lock.acquire()
 
     def fill(self, key: Hashable) -> None:
         """Start, in the background, the sandboxes `key` lacks."""

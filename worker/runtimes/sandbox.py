@@ -24,7 +24,6 @@ from typing import IO, Any, Protocol
 import pyseccomp
 
 from worker.runtimes.base import (
-    CANCEL_POLL_S,
     EVENTS_READ_CAP,
     PTYS_MAX,
     TMPFS_INODES,
@@ -33,10 +32,10 @@ from worker.runtimes.base import (
     Execution,
     Limits,
     SandboxJob,
-    asked_cancelled,
     exit_status,
     handover_bytes,
     verified_events,
+    wait_cancellable,
 )
 from worker.runtimes.cgroup import RunCgroup
 
@@ -245,24 +244,19 @@ class LocalSandbox:
             return False
         return True
 
+    def _exited(self, timeout_s: float) -> bool:
+        """Whether the sandbox's process ended within timeout_s."""
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def finish(self, job: SandboxJob, key: bytes, handed_at: float) -> Execution:
         """Wait for the run (its time limit counts from the hand-over) and collect it."""
-        timed_out = cancelled = False
-        deadline = handed_at + job.timeout_s
-        while True:  # in slices: a cancelled job's run is killed within CANCEL_POLL_S
-            left = deadline - time.monotonic()
-            try:
-                self.proc.wait(timeout=max(0.0, min(left, CANCEL_POLL_S)))
-                break
-            except subprocess.TimeoutExpired:
-                if left <= CANCEL_POLL_S:
-                    timed_out = True
-                elif asked_cancelled(job):
-                    cancelled = True
-                else:
-                    continue
-                self.kill()
-                break
+        timed_out, cancelled = wait_cancellable(self._exited, job, handed_at + job.timeout_s)
+        if timed_out or cancelled:
+            self.kill()
         seconds = time.monotonic() - handed_at
         assert self.events is not None
         for reader in (self.events, *self.outputs):
@@ -278,7 +272,8 @@ class LocalSandbox:
             timed_out=timed_out, cancelled=cancelled, stdout=self.outputs[0].output.text(),
             stderr=self.outputs[1].output.text(),
             # The kernel's OOM killer acted in the run's own cgroup: its memory_mb was reached.
-            oom_killed=self.cgroup is not None and self.cgroup.oom_kills() > 0,
+            oom_killed=(self.cgroup is not None and self.cgroup.oom_kills() > 0
+                        and not timed_out and not cancelled),
             truncated=any(r.output.truncated for r in self.outputs), seconds=seconds,
             isolation={**self.isolation, **job_limits_summary(job, self.limits), **cgroup})
 
