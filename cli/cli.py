@@ -23,6 +23,10 @@ from tvmrepro.errors import BadInput
 from tvmrepro.fanout import fan_out, select_variants
 from tvmrepro.settings import Settings
 
+ALSO_PROVISIONED_HELP = ("With --env: also every CPU environment provisioned on this home, now "
+                         "or while it runs (`tvmrepro env provision`); without --env that is the "
+                         "default. The local runtime only.")
+
 
 @click.group()
 @click.version_option(package_name="tvmrepro", prog_name="tvmrepro")
@@ -205,8 +209,10 @@ def serve_command(host: str | None, port: int | None) -> None:
               help="Runs at once (default $TVMREPRO_WORKER_CONCURRENCY, else one per core, "
                    "at least 2).")
 @click.option("--loglevel", default="INFO", help="Celery log level.")
+@click.option("--also-provisioned", is_flag=True, help=ALSO_PROVISIONED_HELP)
 @reports_errors
-def worker_command(env_ids: tuple[str, ...], concurrency: int | None, loglevel: str) -> None:
+def worker_command(env_ids: tuple[str, ...], concurrency: int | None, loglevel: str,
+                   also_provisioned: bool) -> None:
     """Take runs of these environments from the broker (provisioning them, or building their
     images, first)."""
     from cli.up import default_environments
@@ -215,7 +221,8 @@ def worker_command(env_ids: tuple[str, ...], concurrency: int | None, loglevel: 
 
     settings = _service_settings()
     envs = [default_catalog().get(i, "--env") for i in env_ids] or default_environments(settings)
-    run_worker(settings, envs, concurrency or worker_concurrency(settings), loglevel)
+    run_worker(settings, envs, concurrency or worker_concurrency(settings), loglevel,
+               follow_provisioned=also_provisioned or not env_ids)
 
 
 @main.command("up")
@@ -223,17 +230,21 @@ def worker_command(env_ids: tuple[str, ...], concurrency: int | None, loglevel: 
 @click.option("--host", default=None, help="Address to bind (default $TVMREPRO_HOST, else 127.0.0.1).")
 @click.option("--env", "env_ids", multiple=True,
               help="Environments for the worker (default: the newest CPU release of each minor "
-                   "version, plus the CPU ones provisioned here).")
+                   "version, plus the CPU ones provisioned here, now or later).")
+@click.option("--also-provisioned", is_flag=True, help=ALSO_PROVISIONED_HELP)
 @reports_errors
-def up_command(port: int | None, host: str | None, env_ids: tuple[str, ...]) -> None:
+def up_command(port: int | None, host: str | None, env_ids: tuple[str, ...],
+               also_provisioned: bool) -> None:
     """The API and a worker in one command (no Redis needed: embedded broker and SQLite)."""
     from cli.up import default_environments, up
 
     settings = _service_settings()
     envs = [default_catalog().get(i, "--env") for i in env_ids] or default_environments(settings)
+    follow = (also_provisioned or not env_ids) and settings.runtime == "local"
+    later = ", and every CPU environment provisioned here later" if follow else ""
     click.echo(f"tvm-repro on http://{host or settings.host}:{port or settings.port} "
-               f"(worker for {', '.join(e.id for e in envs)})", err=True)
-    up(settings, envs, host or settings.host, port or settings.port)
+               f"(worker for {', '.join(e.id for e in envs)}{later})", err=True)
+    up(settings, envs, host or settings.host, port or settings.port, follow)
 
 
 @main.command("new")
@@ -359,7 +370,8 @@ main.add_command(bisect_command)
 
 
 def _add_narrowing_commands() -> None:
-    """extract, reduce and the job readers (imported late: they import this module)."""
+    """extract, reduce, the job readers, import and triage (imported late: they import this
+    module)."""
     from cli.extract import extract_command
     from cli.jobs import (
         cancel_command,
@@ -370,9 +382,10 @@ def _add_narrowing_commands() -> None:
         wait_command,
     )
     from cli.reduce import reduce_command
+    from cli.tracker import import_command, triage_command
 
     for command in (extract_command, reduce_command, jobs_command, wait_command, log_command,
-                    ir_command, compare_command, cancel_command):
+                    ir_command, compare_command, cancel_command, import_command, triage_command):
         main.add_command(command)
 
 

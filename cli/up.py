@@ -29,12 +29,17 @@ def default_environments(settings: Settings) -> list[Environment]:
     Those not yet provisioned are made when the worker starts (a few seconds each with a
     warm package cache, a ~100 MB download each without).
     """
-    from worker.provision import read_fingerprint
-
     catalog = default_catalog()
     chosen = {env.id for env in catalog.spanning("cpu")}
-    chosen |= {env.id for env in catalog.select(None, "cpu") if read_fingerprint(settings, env)}
+    chosen |= {env.id for env in provisioned_cpu(settings)}
     return [env for env in catalog.environments if env.id in chosen]
+
+
+def provisioned_cpu(settings: Settings) -> list[Environment]:
+    """The CPU environments provisioned here (what `up` serves besides its chosen ones)."""
+    from worker.provision import provisioned
+
+    return provisioned(settings, default_catalog().select(None, "cpu"))
 
 
 def _die_with_parent() -> None:
@@ -43,21 +48,27 @@ def _die_with_parent() -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def start_worker(envs: list[Environment]) -> subprocess.Popen[bytes]:
-    """A `tvmrepro worker` for these environments, as a child of this process."""
+def start_worker(envs: list[Environment], follow_provisioned: bool = False
+                 ) -> subprocess.Popen[bytes]:
+    """A `tvmrepro worker` for these environments (and, following, every CPU environment
+    provisioned on this home while it runs), as a child of this process."""
     args = [sys.executable, "-m", "cli", "worker"]
     for env in envs:
         args += ["--env", env.id]
+    if follow_provisioned:
+        args.append("--also-provisioned")
     return subprocess.Popen(args, preexec_fn=_die_with_parent)
 
 
 @contextlib.contextmanager
-def announced(settings: Settings, url: str, envs: list[Environment]) -> Iterator[None]:
-    """<home>/up.json names this process, its URL, runtime and environments while it serves."""
+def announced(settings: Settings, url: str, envs: list[Environment],
+              follow_provisioned: bool = False) -> Iterator[None]:
+    """<home>/up.json names this process, its URL, runtime and environments while it serves
+    (`follows_provisioned`: and every CPU environment provisioned on this home)."""
     path = settings.home / ANNOUNCEMENT
     token = process_token()
     record = {"url": url, "process": token, "runtime": settings.runtime,
-              "environments": [env.id for env in envs]}
+              "environments": [env.id for env in envs], "follows_provisioned": follow_provisioned}
     partial = path.with_name(f".{ANNOUNCEMENT}.{os.getpid()}")
     partial.write_text(json.dumps(record))
     partial.replace(path)  # whole or absent for a reader
@@ -81,6 +92,10 @@ def live_up(settings: Settings) -> dict[str, Any] | None:
         alive = token_alive(str(record["process"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    if alive and record.get("follows_provisioned"):
+        # Its worker serves what was provisioned since it started within seconds; a run handed
+        # to it before then is refused and runs here (run_locally).
+        found["environments"] |= {env.id for env in provisioned_cpu(settings)}
     return found if alive else None
 
 
@@ -99,13 +114,16 @@ def local_url(host: str, port: int) -> str:
     return f"http://[{reachable}]:{port}" if ":" in reachable else f"http://{reachable}:{port}"
 
 
-def up(settings: Settings, envs: list[Environment], host: str, port: int) -> None:
-    """Run a worker for `envs` in the background and the API in the foreground, until stopped."""
+def up(settings: Settings, envs: list[Environment], host: str, port: int,
+       follow_provisioned: bool = False) -> None:
+    """Run a worker for `envs` in the background and the API in the foreground, until stopped
+    (`follow_provisioned`: the worker also serves each CPU environment provisioned on this home
+    while it runs)."""
     from service.server import serve
 
-    worker = start_worker(envs)
+    worker = start_worker(envs, follow_provisioned)
     try:
-        with announced(settings, local_url(host, port), envs):
+        with announced(settings, local_url(host, port), envs, follow_provisioned):
             serve(settings, host, port)
     finally:
         # (An API process that gunicorn forked from this one unwinds through here too when it

@@ -12,6 +12,7 @@ from tvmrepro.queue import make_celery, queue_names
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store, open_store
 from worker.building import BuildImages, Builds, missing_images
+from worker.following import FollowProvisioned
 from worker.recovery import Recovery
 from worker.runtimes import make_runtime
 from worker.runtimes.base import Runtime
@@ -38,8 +39,11 @@ def prepare(runtime: Runtime, envs: list[Environment], store: Store) -> None:
 
 
 def run_worker(settings: Settings, envs: list[Environment], concurrency: int | None = None,
-               loglevel: str = "INFO") -> None:
-    """Serve `envs` until stopped (blocks); runs go through the configured runtime."""
+               loglevel: str = "INFO", follow_provisioned: bool = False) -> None:
+    """Serve `envs` until stopped (blocks); runs go through the configured runtime.
+
+    `follow_provisioned`: also serve each CPU environment provisioned on this home while the
+    worker runs (worker.following; the local runtime only)."""
     store = open_store(settings.store_url)
     # Images the engine lacks are built once the worker runs (worker.building); their
     # environments are served meanwhile, and their queues consumed once the image is made.
@@ -52,9 +56,11 @@ def run_worker(settings: Settings, envs: list[Environment], concurrency: int | N
     app = make_celery(settings)
     app.conf.tvmrepro_environments = [env.id for env in envs]
     app.conf.tvmrepro_builds = builds
+    app.conf.tvmrepro_follow_provisioned = follow_provisioned and settings.runtime == "local"
     app.conf.include = ["worker.tasks"]
     app.steps["worker"].add(Recovery)
     app.steps["worker"].add(BuildImages)
+    app.steps["worker"].add(FollowProvisioned)
     queues = ",".join(name for env in ready for name in queue_names(env.id))  # both lanes
     nodename = f"tvmrepro-{os.getpid()}@{socket.gethostname()}"
     log.info("worker %s serves %s", nodename, queues or "nothing until its images are built")

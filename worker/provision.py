@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,11 @@ def read_fingerprint(settings: Settings, env: Environment) -> dict[str, Any] | N
     if "commit" not in data:
         data["commit"] = wheel_commit(env_dir(settings, env))
     return data
+
+
+def provisioned(settings: Settings, envs: Iterable[Environment]) -> list[Environment]:
+    """Those of `envs` that are provisioned here, complete and up to date."""
+    return [env for env in envs if read_fingerprint(settings, env) is not None]
 
 
 def wheel_commit(venv: Path) -> str | None:

@@ -42,10 +42,18 @@ SETTLE_S = 2.0  # a message this young may be on its way to a worker: not yet mi
 HANDBACK_S = WORKER_LOST_WAIT_S + 8.0
 
 
+def record_heartbeat(app: Celery, store: Store, environments: list[str]) -> None:
+    """This worker is alive and serves `environments` (and builds what its builds say)."""
+    builds = app.conf.get("tvmrepro_builds")  # worker.building: images being made
+    store.heartbeat(process_token(), environments, builds.steps() if builds is not None else None)
+
+
 class Sweeper:
     """Heartbeat and republishing of lost runs for one worker."""
 
     def __init__(self, app: Celery, settings: Settings, environments: list[str]) -> None:
+        # `environments` is the worker's own list: it grows when the worker serves an
+        # environment provisioned after it started (worker.following).
         self.app, self.settings, self.environments = app, settings, environments
         self.worker_id = process_token()
         self.gone_since: dict[str, float] = {}  # "run/claimer" -> when it was first seen dead
@@ -96,9 +104,7 @@ class Sweeper:
     def tick(self) -> None:
         """One sweep; a failure is logged and the next tick tries again."""
         try:
-            builds = self.app.conf.get("tvmrepro_builds")  # worker.building: images being made
-            self.store.heartbeat(self.worker_id, self.environments,
-                                 builds.steps() if builds is not None else None)
+            record_heartbeat(self.app, self.store, self.environments)
             lost = self.lost_runs()
             for row in lost:  # in the lane of its time limit, as when it was submitted
                 publish_run(self.app, row.id, row.environment, row.timeout_s)

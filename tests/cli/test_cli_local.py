@@ -164,3 +164,18 @@ def test_run_local_uses_only_a_live_up_serving_its_environments_and_runtime(
     assert warm_service(settings, "local", [NEW_ENV]) is None
     (tmp_path / "up.json").write_text("{not json")
     assert warm_service(settings, "local", [NEW_ENV]) is None
+
+
+def test_run_local_hands_an_environment_provisioned_later_to_an_up_that_follows_them(
+        tmp_path: Path, test_home: Path, tvm_envs: dict[str, Any]) -> None:
+    from cli.up import announced, warm_service
+    from tvmrepro.environments import default_catalog
+    from tvmrepro.settings import Settings
+
+    settings = Settings.from_env({"TVMREPRO_HOME": str(tmp_path), "TVMREPRO_RUNTIME": "local"})
+    (tmp_path / "envs").mkdir()
+    with announced(settings, "http://127.0.0.1:8123", [default_catalog().get(OLD_ENV)],
+                   follow_provisioned=True):
+        assert warm_service(settings, "local", [NEW_ENV]) is None  # not provisioned here
+        (tmp_path / "envs" / NEW_ENV).symlink_to(test_home / "envs" / NEW_ENV)
+        assert warm_service(settings, "local", [OLD_ENV, NEW_ENV]) == "http://127.0.0.1:8123"

@@ -8,16 +8,18 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import psutil
 import pytest
 
-from tests.conftest import NEW_ENV, REPO, shared_case
+from tests.conftest import NEW_ENV, OLD_ENV, REPO, shared_case
 from tests.service.stack import free_port, make_home
 from tvmrepro.environments import Environment
 from tvmrepro.liveness import pid_alive
+from tvmrepro.settings import Settings
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(300)]
 
@@ -66,6 +68,60 @@ def test_up_serves_and_runs_with_no_external_service(tmp_path: Path, test_home: 
     while pid_alive(worker_pid):  # the worker goes with it
         assert time.monotonic() < deadline, "the worker outlived `tvmrepro up`"
         time.sleep(0.2)
+
+
+def _workers_of(url: str) -> dict[str, int]:
+    """Environment id -> live workers serving it, as the API lists them ({} until it answers)."""
+    try:
+        envs = httpx.get(f"{url}/api/v1/environments").json()["environments"]
+    except httpx.TransportError:
+        return {}
+    return {env["id"]: env["workers"] for env in envs}
+
+
+def test_up_serves_an_environment_provisioned_after_it_started(
+        tmp_path: Path, test_home: Path, settings: Settings,
+        tvm_envs: dict[str, Environment]) -> None:
+    # The home has one environment when `up` starts (the session's, linked: no build).
+    home, port = tmp_path / "home", free_port()
+    (home / "envs").mkdir(parents=True)
+    (home / "envs" / OLD_ENV).symlink_to(test_home / "envs" / OLD_ENV)
+    # The session's package cache: the provisioning below takes its wheels from there.
+    environ = {**_service_environ(home), "TVMREPRO_PACKAGE_CACHE": str(settings.cache_dir),
+               "TVMREPRO_RECONCILE_INTERVAL_S": "1", "TVMREPRO_WORKER_CONCURRENCY": "2"}
+    tvmrepro = str(Path(sys.executable).parent / "tvmrepro")
+    log = open(home / "up.log", "wb")  # noqa: SIM115  # the child writes to it
+    up = subprocess.Popen([tvmrepro, "up", "--port", str(port), "--env", OLD_ENV,
+                           "--also-provisioned"], env=environ, cwd=REPO, stdout=log,
+                          stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for(lambda: _workers_of(url).get(OLD_ENV) == 1, 90, home, up)
+        assert _workers_of(url)[NEW_ENV] == 0
+        provisioned = subprocess.run([tvmrepro, "env", "provision", NEW_ENV], env=environ,
+                                     capture_output=True, text=True, timeout=300)
+        assert provisioned.returncode == 0, provisioned.stderr
+        # No restart: the running worker takes the new environment's runs within seconds.
+        _wait_for(lambda: _workers_of(url).get(NEW_ENV) == 1, 30, home, up)
+        proc = subprocess.run([tvmrepro, "run", str(shared_case("tvm-17357/case.json")),
+                               "--env", NEW_ENV, "--variant", "fusetir-once", "--json"],
+                              env=environ, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        runs = json.loads(proc.stdout)["runs"]
+        assert [(r["environment"], r["status"], r["stage"]) for r in runs] == [
+            (NEW_ENV, "error", "vm_init")], runs
+    finally:
+        os.killpg(up.pid, signal.SIGTERM)
+        up.wait(30)
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float, home: Path,
+              up: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert up.poll() is None and time.monotonic() < deadline, \
+            (home / "up.log").read_text()[-3000:]
+        time.sleep(0.3)
 
 
 def _check_run_local_takes_the_warm_sandboxes(tvmrepro: str, environ: dict[str, str], url: str,
