@@ -1,0 +1,167 @@
+"""`tvmrepro import` (cases from issue bodies) and `tvmrepro triage` (every report run on the
+environments, then verdicts, groups of one bug and the audit of the issues' states)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cli.output import error_console, fingerprints_announced, print_json, reports_errors, shown
+from tvmrepro.environments import Environment, default_catalog
+from tvmrepro.errors import BadInput
+from tvmrepro.settings import Settings
+from tvmrepro.tracker.importing import ImportedReport, import_file
+from tvmrepro.tracker.triage import TriageAnswer, TriageRun, triage
+
+# What `import -o DIR` writes beside the scripts, and what `triage DIR` reads.
+REPORTS_FILE = "reports.json"
+
+
+def script_name(report: ImportedReport, index: int) -> str:
+    """The file name of a report's script case in an import's directory."""
+    return f"{report.number}.py" if report.number is not None else f"report-{index}.py"
+
+
+def write_import(reports: list[ImportedReport], directory: Path) -> None:
+    """Each report's script as a .py case (as `tvmrepro run` takes it), and the import itself."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for index, report in enumerate(reports):
+        if report.script is not None:
+            (directory / script_name(report, index)).write_text(report.script)
+    data = {"reports": [report.model_dump(mode="json") for report in reports]}
+    (directory / REPORTS_FILE).write_text(json.dumps(data, indent=1) + "\n")
+
+
+def read_reports(source: Path) -> list[ImportedReport]:
+    """The reports of an export, a Markdown issue, or a directory `import -o` wrote."""
+    if not source.is_dir():
+        return import_file(source)
+    path = source / REPORTS_FILE
+    try:
+        data = json.loads(path.read_text())
+        return [ImportedReport.model_validate(item) for item in data["reports"]]
+    except FileNotFoundError as exc:
+        raise BadInput(str(source), f"no {REPORTS_FILE}: not a directory that "
+                                    "`tvmrepro import -o` wrote") from exc
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BadInput(str(path), f"not an import's {REPORTS_FILE}: {exc}") from exc
+
+
+def _import_row(report: ImportedReport) -> str:
+    what = (f"script, {len((report.script or '').splitlines())} lines" if report.script
+            else f"no_code: {report.no_code}")
+    version = f" (TVM {report.tvm_version})" if report.tvm_version else ""
+    quoted = f"; quotes {report.quoted_error}" if report.quoted_error else ""
+    return f"{report.label} {report.state or ''}{version}: {what}{quoted}"
+
+
+@click.command("import")
+@click.argument("source", metavar="ISSUE.md|ISSUES.json",
+                type=click.Path(path_type=Path, dir_okay=False))
+@click.option("-o", "--output", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Write each report's script (NUMBER.py, a case for `tvmrepro run`) and "
+                   f"{REPORTS_FILE} here.")
+@click.option("--json", "as_json", is_flag=True, help="Print {\"reports\": [...]} as JSON.")
+@reports_errors
+def import_command(source: Path, output: Path | None, as_json: bool) -> None:
+    """Cases from issue bodies: a `gh issue list --json number,title,state,body,url` export, or
+    one issue's Markdown."""
+    reports = import_file(source)
+    if output is not None:
+        write_import(reports, output)
+        error_console().print(f"{output}: {sum(r.script is not None for r in reports)} scripts "
+                              f"of {len(reports)} reports", highlight=False)
+    if as_json:
+        print_json({"reports": [report.model_dump(mode="json") for report in reports]})
+        return
+    for report in reports:
+        click.echo(shown(_import_row(report)))
+
+
+def triage_run(result: dict[str, Any]) -> TriageRun:
+    """A run's result as triage reads it; a crash without a Python error is named by its signal
+    and stage, so that crashes at one place group together."""
+    error = f"{result['error_type']}: {result['message']}" if result.get("error_type") else None
+    signature = result.get("signature")
+    if signature is None and result["status"] in ("crash", "timeout", "oom"):
+        signature = f"{result['status']} {result.get('error_type') or ''} at {result.get('stage')}"
+    return TriageRun(env=result["environment"], status=result["status"], signature=signature,
+                     error=error)
+
+
+def run_reports(reports: list[ImportedReport], envs: list[Environment],
+                runtime: Any) -> list[list[TriageRun]]:
+    """Every report with code run on every environment (oldest first) through `runtime`."""
+    from worker.runner import run_variant
+
+    console = error_console()
+    runs: list[list[TriageRun]] = []
+    for report in reports:
+        if report.script is None:
+            runs.append([])
+            continue
+        case = report.case()
+        report_runs = []
+        for env in envs:
+            console.print(f"running {report.label} on {env.id} ...", highlight=False)
+            result = run_variant(case, case.variant_names[0], env, runtime).to_json()
+            report_runs.append(triage_run(result))
+        runs.append(report_runs)
+    return runs
+
+
+def triage_locally(reports: list[ImportedReport], envs: list[Environment]) -> TriageAnswer:
+    """Triage with sandboxes of this command's own, each environment's kept warm (TVM imported
+    once per environment, not once per report)."""
+    from worker.runtimes.local import LocalRuntime
+
+    settings = Settings.from_env()
+    runtime = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 1}))
+    try:
+        fingerprints_announced(runtime, settings, envs)
+        runtime.prewarm(envs)
+        return triage(reports, run_reports(reports, envs, runtime))
+    finally:
+        runtime.close()
+
+
+def _print_answer(answer: TriageAnswer) -> None:
+    for line in answer.reports:
+        since = f" since {line.since}" if line.since else ""
+        grouped = f" group {line.group}" if line.group else ""
+        statuses = ", ".join(f"{env}: {status}" for env, status in line.statuses.items())
+        click.echo(shown(f"#{line.number} {line.state}: {line.verdict.value}{since}{grouped} "
+                         f"({statuses or line.no_code})"))
+    for group in answer.groups:
+        if len(group.reports) > 1:
+            click.echo(shown(f"group {group.id}: {group.reports}, representative "
+                             f"#{group.representative}: {group.signature}"))
+    for entry in answer.audit:
+        since = f" (since {entry.since})" if entry.since else ""
+        click.echo(shown(f"audit: #{entry.number} {entry.state}: {entry.finding.value}{since}"))
+
+
+@click.command("triage")
+@click.argument("source", metavar="ISSUES.json|DIR", type=click.Path(path_type=Path))
+@click.option("--env", "env_ids", multiple=True,
+              help="Environment id (repeatable; default with --local: one per minor release).")
+@click.option("--local", is_flag=True, help="Run here, without the service.")
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
+@reports_errors
+def triage_command(source: Path, env_ids: tuple[str, ...], local: bool, as_json: bool) -> None:
+    """Run every report on the environments: verdicts, groups of one bug, and the audit."""
+    if not local:
+        raise BadInput("--local", "triage runs here only for now: add --local")
+    reports = read_reports(source)
+    catalog = default_catalog()
+    envs = ([catalog.get(env_id, "--env") for env_id in env_ids] if env_ids
+            else catalog.spanning("cpu"))
+    envs.sort(key=lambda env: env.version)
+    answer = triage_locally(reports, envs)
+    if as_json:
+        print_json(answer.to_json())
+    else:
+        _print_answer(answer)
