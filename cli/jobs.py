@@ -13,6 +13,7 @@ from cli.remote import ApiClient, connect
 from tvmrepro.errors import BadInput
 from tvmrepro.escaping import visible, visible_line
 from tvmrepro.models import JobView
+from tvmrepro.pass_numbers import FROM_ZERO, after_pass
 
 server_option = click.option("--server", default=None, help=SERVER_HELP)
 
@@ -60,18 +61,27 @@ def log_command(job_id: str, run: str, server: str | None) -> None:
 @click.command("ir")
 @click.argument("job_id")
 @click.argument("run")
-@click.option("--step", type=int, default=None, help="Only the IR after this step (1-based).")
+@click.option("--pass", "index", type=int, default=None,
+              help="Only the IR after this pass (from 0, as in the stage pass:<index>:<Name>).")
+# Scripts written when the command counted from 1 keep working: --step N is --pass N-1.
+@click.option("--step", type=int, default=None, hidden=True)
 @server_option
 @reports_errors
-def ir_command(job_id: str, run: str, step: int | None, server: str | None) -> None:
+def ir_command(job_id: str, run: str, index: int | None, step: int | None,
+               server: str | None) -> None:
     """A run's TVMScript after each pass (RUN: VARIANT@ENVIRONMENT)."""
     client = connect(server)
     passes = client.run_part(job_id, run_id_of(client.job(job_id), run, "RUN"), "ir")["passes"]
-    if step is not None and not 1 <= step <= len(passes):
-        raise BadInput("--step", f"the run has steps 1 to {len(passes)}, not {step}")
-    for index, record in enumerate(passes, start=1):
-        if step in (None, index):
-            click.echo(f"# after step {index}: {visible_line(record['name'])}\n"
+    field = "--pass" if step is None else "--step"
+    if step is not None:
+        index = step - 1
+    if index is not None and not 0 <= index < len(passes):
+        raise BadInput(field, f"the run has passes 0 to {len(passes) - 1} ({FROM_ZERO}), not "
+                              f"{index}" if passes else "the run has no pass")
+    click.echo(f"# {FROM_ZERO}")
+    for number, record in enumerate(passes):
+        if index in (None, number):
+            click.echo(f"# {after_pass(number)}: {visible_line(record['name'])}\n"
                        f"{visible(record['ir'])}")
 
 
@@ -90,8 +100,8 @@ def compare_command(job_id: str, a: str, b: str, server: str | None) -> None:
     if found.identical or step is None:
         click.echo(f"{a} and {b}: the IR is the same after every pass")
         return
-    click.echo(f"{a} and {b} first differ after step {step.index + 1} "
-               f"({visible_line(step.a)} / {visible_line(step.b)})")
+    click.echo(f"{a} and {b} first differ {after_pass(step.index)} "
+               f"({visible_line(step.a)} / {visible_line(step.b)}); {FROM_ZERO}")
     click.echo(visible(found.diff))
 
 

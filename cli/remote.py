@@ -33,6 +33,7 @@ from tvmrepro.models import (
     JobView,
     RunView,
 )
+from tvmrepro.pass_numbers import FROM_ZERO, after_pass
 from tvmrepro.settings import DEFAULT_SERVER, Settings, variable_name
 
 POLL_S = 0.25
@@ -343,13 +344,22 @@ def matrix_view(job: JobView) -> Group:
     for comp in matrix.comparisons:
         step = comp.first_differing_pass
         said = ("identical IR after every pass" if comp.identical or step is None else
-                f"IR first differs after step {step.index + 1} ({step.a} / {step.b})")
+                f"IR first differs {after_pass(step.index)} ({step.a} / {step.b})")
         parts.append(plain(f"{comp.a.variant} vs {comp.b.variant} on {comp.a.environment}: "
                            f"{said}"))
     for trace in job.symbols:
         parts.append(plain(f"{trace.symbol} in {trace.variant}@{trace.environment}: "
                            f"{trace.summary()}"))
+    if _numbers_passes(job):
+        parts.append(plain(f"({FROM_ZERO})", "dim"))
     return Group(*parts)
+
+
+def _numbers_passes(job: JobView) -> bool:
+    """Whether the matrix view shows a pass's number (a stage, a comparison, a symbol trace)."""
+    stages = [cell.stage or "" for row in job.matrix.cells for cell in row]
+    return (any(stage.startswith("pass:") for stage in stages) or bool(job.symbols)
+            or any(comp.first_differing_pass for comp in job.matrix.comparisons))
 
 
 def run_job(case: Case, envs: list[Environment] | None, variants: list[str],

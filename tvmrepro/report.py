@@ -17,6 +17,7 @@ from tvmrepro.bisect_report import render_bisect
 from tvmrepro.environments import Catalog, default_catalog
 from tvmrepro.escaping import code_block, code_span, table_cell
 from tvmrepro.models import Cell, Comparison, JobView, Matrix
+from tvmrepro.pass_numbers import FROM_ZERO_MARKDOWN, after_pass
 from tvmrepro.reduce_report import render_extract, render_reduce
 from tvmrepro.reproducer import known_rewrites, reproducer
 
@@ -162,7 +163,7 @@ def _reproducers(job: JobView, catalog: Catalog) -> list[str]:
 def _step(comp: Comparison) -> str:
     step = comp.first_differing_pass
     assert step is not None
-    return (f"after step {step.index + 1}: {code_span(step.a)} in {code_span(comp.a.variant)}, "
+    return (f"{after_pass(step.index)}: {code_span(step.a)} in {code_span(comp.a.variant)}, "
             f"{code_span(step.b)} in {code_span(comp.b.variant)}")
 
 
@@ -183,7 +184,8 @@ def _comparisons(matrix: Matrix) -> list[str]:
             seen[_same_part(comp)] = []
             shown.append(comp)
         seen[_same_part(comp)].append(comp.a.environment)
-    lines = []
+    # Said where the numbers are read: each folded section is opened on its own.
+    lines = [FROM_ZERO_MARKDOWN, ""] if any(c.first_differing_pass for c in shown) else []
     for comp in shown:
         envs = seen[_same_part(comp)]
         head = (f"{code_span(comp.a.variant)} and {code_span(comp.b.variant)} on "
@@ -199,7 +201,7 @@ def _comparisons(matrix: Matrix) -> list[str]:
 
 def _symbols(job: JobView) -> list[str]:
     """The symbol trace, one line per variant where every environment tells the same story."""
-    lines: list[str] = []
+    lines = [FROM_ZERO_MARKDOWN, ""] if any(t.events for t in job.symbols) else []
     for symbol in dict.fromkeys(t.symbol for t in job.symbols):
         lines += [f"{code_span(symbol)}:", ""]
         stories: dict[tuple[str, str], list[str]] = {}

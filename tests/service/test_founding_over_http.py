@@ -147,7 +147,7 @@ def test_command_line_over_http(stack: Stack) -> None:
     table = cli(stack, "run", case, "--env", OLD_ENV, "--env", NEW_ENV)
     assert table.returncode == 0, table.stderr
     assert "(cached)" in table.stderr  # the progress lines say where results came from
-    assert "first differs after step 3 (AllocateWorkspace / FuseTIR)" in table.stdout
+    assert "first differs after pass 2 (AllocateWorkspace / FuseTIR)" in table.stdout
 
     report = cli(stack, "report", out["job"]["id"], "--markdown")
     assert report.returncode == 0, report.stderr
@@ -159,10 +159,10 @@ def test_command_line_over_http(stack: Stack) -> None:
     assert job_id in [j["id"] for j in json.loads(listed.stdout)["jobs"]], listed.stderr
     log = cli(stack, "log", job_id, f"fusetir-once@{OLD_ENV}")
     assert log.returncode == 0 and MISSING in log.stderr, log.stderr
-    ir = cli(stack, "ir", job_id, f"fusetir-once@{NEW_ENV}", "--step", "3")
-    assert ir.stdout.startswith("# after step 3: AllocateWorkspace\n") and "@I.ir_module" in ir.stdout
+    ir = cli(stack, "ir", job_id, f"fusetir-once@{NEW_ENV}", "--pass", "2")
+    assert "\n# after pass 2: AllocateWorkspace\n" in ir.stdout and "@I.ir_module" in ir.stdout
     compared = cli(stack, "compare", job_id, f"fusetir-once@{OLD_ENV}", f"fusetir-twice@{OLD_ENV}")
-    assert "first differ after step 3 (AllocateWorkspace / FuseTIR)" in compared.stdout
+    assert "first differ after pass 2 (AllocateWorkspace / FuseTIR)" in compared.stdout
     wrong = cli(stack, "log", job_id, "fusetir-thrice@nowhere")
     assert wrong.returncode == 2 and "fusetir-once@" in wrong.stderr
     queued = cli(stack, "run", case, "--env", OLD_ENV, "--no-wait", "--bypass-cache")
@@ -201,10 +201,10 @@ def test_the_report_concludes_and_reproduces_without_tvmrepro(
     bodies = {"\n".join(line for line in comp["diff"].splitlines()[2:])
               for comp in job["matrix"]["comparisons"]}
     assert text.count("```diff") == len(bodies)  # a diff that is the same everywhere, once
-    assert "first differ after step 3: `AllocateWorkspace` in `fusetir-once`, `FuseTIR` in " \
+    assert "first differ after pass 2: `AllocateWorkspace` in `fusetir-once`, `FuseTIR` in " \
            "`fusetir-twice`" in text
-    assert "appears after LambdaLift (2) as Function; renamed to " \
-           f"{MISSING}1 by AllocateWorkspace (3)" in text
+    assert "appears after LambdaLift (pass 1) as Function; renamed to " \
+           f"{MISSING}1 by AllocateWorkspace (pass 2)" in text
     scripts = _python_blocks(text)
     assert scripts[-1].strip() == case["source"].strip()  # TVMScript, not escaped JSON
     for env_id in (OLD_ENV, NEW_ENV):

@@ -57,7 +57,7 @@ def test_a_diff_that_is_the_same_everywhere_is_shown_once() -> None:
     same = [_comparison(e, "-x\n+y") for e in ENVS]
     text = render_report(job_of({"a": ["error"] * 3, "b": ["ok"] * 3}, same))
     assert text.count("```diff") == 1
-    assert "first differ after step 2: `P` in `a`, `Q` in `b`" in text
+    assert "first differ after pass 1: `P` in `a`, `Q` in `b`" in text
     other = same[:2] + [_comparison(ENVS[2], "-x\n+z")]
     assert render_report(job_of({"a": ["error"] * 3, "b": ["ok"] * 3}, other)).count("```diff") == 2
 

@@ -50,7 +50,7 @@ def test_only_names_some_table_holds_are_traced() -> None:
              "passes": _passes({"main": "Function"})}]
     traces = symbol_traces(runs)
     assert [(t.symbol, t.summary()) for t in traces] == [
-        ("main", "appears after P1 (1) as Function")]
+        ("main", "appears after P1 (pass 0) as Function")]
     assert isinstance(traces[0], SymbolTrace)
 
 
@@ -63,7 +63,7 @@ def test_a_function_of_the_case_was_there_before_the_first_pass() -> None:
     traces = symbol_traces(runs, source)
     assert [(e.step, e.event) for e in traces[0].events] == [(3, "kind_changed")]
     assert traces[0].summary() == ("in the module from the start; becomes a PrimFunc (was "
-                                   "Function) in P3 (3)")
+                                   "Function) in P3 (pass 2)")
     unchanged = symbol_traces([{**runs[0], "passes": _passes({"main": "Function"})}], source)
     assert unchanged[0].summary() == "in the module from the start, unchanged"
     # Without the case, the first table is all that is known: it appears there.

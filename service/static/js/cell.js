@@ -31,7 +31,7 @@ function logView(result) {
 function passTable(result) {
   if (!result.passes || !result.passes.length) return el("p", { class: "hint" }, "No pass ran.");
   return el("table", { class: "passes-table" },
-    el("thead", {}, el("tr", {}, ["#", "pass", "seconds", "functions after it"].map((h) => el("th", {}, h)))),
+    el("thead", {}, el("tr", {}, ["# (from 0, as in the stage)", "pass", "seconds", "functions after it"].map((h) => el("th", {}, h)))),
     el("tbody", {}, result.passes.map((p, i) => el("tr", {},
       el("td", {}, String(i)),
       el("td", {}, el("button", { type: "button", class: "link", onclick: () => show("ir", i) }, p.name)),

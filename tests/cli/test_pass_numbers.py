@@ -1,0 +1,101 @@
+"""One answer numbers passes one way: from 0, as a failing run's stage `pass:<index>:<Name>` does.
+
+A job of the real API (Flask on a werkzeug server in a thread, its own home) gets two results
+as a worker would store them: `once` runs FuseTIR, LambdaLift, AllocateWorkspace and fails at
+the VM's creation on a function LambdaLift made; `twice` fails at its fourth pass, stage
+`pass:3:AllocateWorkspace`. Their IR first differs after pass 2. What `wait` (the end of
+`run`), `ir`, `compare` and the report print all say so, and say which way they count.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from werkzeug.serving import make_server
+
+from cli.cli import main
+from service.app import create_app
+from service.jobs import JobService
+from tests.conftest import NEW_ENV
+from tests.service.stack import free_port
+from tvmrepro.results import FunctionInfo, PassRecord, Result, Status
+from tvmrepro.settings import Settings
+
+SYMBOL = "fused_attention_gv"
+STEP_NUMBER = re.compile(r"\bstep \d|\(\d\)")  # a pass numbered any other way
+FROM_ZERO = re.compile(r"[Pp]asses count from 0, as in the stage `?pass:<index>:<Name>")
+
+
+def _passes(names: list[str], irs: list[str]) -> list[PassRecord]:
+    """Records of passes, `SYMBOL` in the module from the second one (LambdaLift) on."""
+    return [PassRecord(index=i, name=name, seconds=0.01, ir=ir, functions=[
+        FunctionInfo(name=f, kind="Function") for f in ["main", SYMBOL][:1 + (i >= 1)]])
+        for i, (name, ir) in enumerate(zip(names, irs, strict=True))]
+
+
+@pytest.fixture
+def finished_job(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """The URL of a real API and the id of a finished two-variant job."""
+    settings = Settings.from_env({"TVMREPRO_HOME": str(tmp_path / "service")})
+    app = create_app(settings)
+    service: JobService = app.extensions["tvmrepro"]
+    http = make_server("127.0.0.1", free_port(), app, threaded=True)
+    thread = threading.Thread(target=http.serve_forever, daemon=True)
+    thread.start()
+    case = {"source": "from tvm.script import ir as I\n", "variants": [
+        {"name": "once", "passes": ["FuseTIR", "LambdaLift", "AllocateWorkspace"]},
+        {"name": "twice", "passes": ["FuseTIR", "LambdaLift", "FuseTIR", "AllocateWorkspace"]}]}
+    job: dict[str, Any] = app.test_client().post("/api/v1/jobs", json={
+        "case": case, "environments": [NEW_ENV], "wait": True}).get_json()
+    once, twice = job["runs"]
+    service.store.finish(once["id"], Result(
+        environment=NEW_ENV, variant="once", status=Status.ERROR, stage="vm_init",
+        error_type="InternalError", message=f"Cannot find function {SYMBOL}",
+        passes=_passes(["FuseTIR", "LambdaLift", "AllocateWorkspace"], ["a", "b", "c"])))
+    service.store.finish(twice["id"], Result(
+        environment=NEW_ENV, variant="twice", status=Status.ERROR,
+        stage="pass:3:AllocateWorkspace", error_type="InternalError", message="Check failed",
+        passes=_passes(["FuseTIR", "LambdaLift", "FuseTIR"], ["a", "b", "d"])))
+    yield f"http://127.0.0.1:{http.server_port}", job["id"]
+    http.shutdown()
+    thread.join()
+    service.store.dispose()
+
+
+def _command(url: str, *args: str) -> str:
+    result = CliRunner().invoke(main, [*args, "--server", url], catch_exceptions=False)
+    assert result.exit_code == 0, (args, result.output)
+    return str(result.stdout)
+
+
+def test_every_answer_counts_passes_from_0_as_the_stage_does(
+        finished_job: tuple[str, str]) -> None:
+    url, job_id = finished_job
+    matrix = _command(url, "wait", job_id)
+    assert "pass:3:AllocateWorkspace" in matrix
+    assert "IR first differs after pass 2 (AllocateWorkspace / FuseTIR)" in matrix
+    assert "appears after LambdaLift (pass 1)" in matrix
+
+    compared = _command(url, "compare", job_id, f"once@{NEW_ENV}", f"twice@{NEW_ENV}")
+    assert "first differ after pass 2 (AllocateWorkspace / FuseTIR)" in compared
+    assert f"once@{NEW_ENV} after pass 2 (AllocateWorkspace)" in compared  # the diff's header
+
+    ir = _command(url, "ir", job_id, f"once@{NEW_ENV}", "--pass", "2")
+    assert "# after pass 2: AllocateWorkspace\nc" in ir and "after pass 1" not in ir
+    assert _command(url, "ir", job_id, f"once@{NEW_ENV}", "--step", "3") == ir  # as it was
+
+    report = _command(url, "report", job_id, "--markdown")
+    assert "`pass:3:AllocateWorkspace`" in report
+    assert "first differ after pass 2: `AllocateWorkspace` in `once`, `FuseTIR` in `twice`" \
+        in report
+    assert "appears after LambdaLift (pass 1)" in report
+
+    for answer in (matrix, compared, ir, report):
+        assert FROM_ZERO.search(answer), answer  # where the reader reads the numbers
+        assert STEP_NUMBER.findall(answer) == [], answer
