@@ -8,7 +8,7 @@ set. Meanwhile it serves them: its heartbeat lists them, so jobs for them are
 accepted and wait in their queues, and says each build's current step
 (GET /api/v1/environments: `building`). Once an image is made the worker
 records its fingerprint and starts consuming its queues (Celery's own
-add-consumer, from the worker's event loop). A build that fails is logged and
+add-consumer, in the consumer's thread). A build that fails is logged and
 the environment served anyway: its runs end as infra_error naming the image.
 """
 
@@ -134,6 +134,12 @@ def build_all(settings: Settings, builds: Builds) -> None:
         builds.finish(env.id)
 
 
+def _consume(consumer: Any, env_id: str) -> None:
+    for queue in queue_names(env_id):
+        consumer.add_task_queue(queue)
+    log.info("serving %s", env_id)
+
+
 class BuildImages(bootsteps.StartStopStep):
     """Builds the missing images in a thread; consumes each one's queues once it is made."""
 
@@ -156,14 +162,15 @@ class BuildImages(bootsteps.StartStopStep):
                                                  (parent, builds))
 
     def consume_finished(self, parent: Any, builds: Builds) -> None:
-        """Consume the queues of the environments whose builds ended (in the event loop)."""
+        """Consume the queues of the environments whose builds ended."""
         consumer = getattr(parent, "consumer", None)
         if consumer is None or consumer.task_consumer is None:
             return  # not consuming yet: the builds wait for the next look
         for env_id in builds.take_finished():
-            for queue in queue_names(env_id):
-                consumer.add_task_queue(queue)
-            log.info("serving %s", env_id)
+            # This look runs in the timer's thread; the consumer's connection is not to be used
+            # from two threads (the embedded broker's one session, mid-poll, stops the worker):
+            # it takes the queues itself, between two polls.
+            consumer.call_soon(_consume, consumer, env_id)
 
     def stop(self, parent: Any) -> None:
         """Stop looking (a build under way ends with the process)."""
