@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from cli.cli import main
 from tvmrepro.errors import BadInput
-from tvmrepro.tracker.importing import import_body, import_export, import_file
+from tvmrepro.tracker.importing import ImportedReport, import_body, import_export, import_file
 
 CORPUS = Path(__file__).parent / "corpus" / "issues.json"
 
@@ -49,12 +49,11 @@ QUOTED = {
     17964: ("AssertionError", "AssertionError: emit_te now only supports Tensor"),
     17210: ("InternalError", "InternalError: Check failed: (it_group != obj2group_.end()) is false"),
 }
-VERSIONS = {20195: "0.26.dev1", 20200: "0.26.0", 15722: "0.14.dev0", 17876: "0.20.dev0",
-            18824: "0.23.0"}
+VERSIONS = {20195: "0.26.dev1", 20200: "0.26.0", 15722: "0.14.dev0", 18824: "0.23.0"}
 
 
 @pytest.fixture(scope="module")
-def corpus() -> dict[int | None, object]:
+def corpus() -> dict[int | None, ImportedReport]:
     return {report.number: report for report in import_file(CORPUS)}
 
 
@@ -67,32 +66,32 @@ def test_corpus_is_a_gh_export_of_real_issues() -> None:
     assert {issue["state"] for issue in issues} == {"OPEN", "CLOSED"}
 
 
-def test_exactly_these_reports_have_no_code(corpus: dict[int | None, object]) -> None:
-    no_code = {n: r.no_code for n, r in corpus.items() if r.no_code is not None}  # type: ignore[attr-defined]
+def test_exactly_these_reports_have_no_code(corpus: dict[int | None, ImportedReport]) -> None:
+    no_code = {n: r.no_code for n, r in corpus.items() if r.no_code is not None}
     assert set(no_code) == set(NO_CODE)
     for number, start in NO_CODE.items():
         assert no_code[number].startswith(start), number
-        assert corpus[number].script is None  # type: ignore[attr-defined]
+        assert corpus[number].script is None
 
 
-def test_quoted_errors_and_versions(corpus: dict[int | None, object]) -> None:
-    quoted = {n: (r.quoted_error_type, r.quoted_error) for n, r in corpus.items()  # type: ignore[attr-defined]
-              if r.quoted_error is not None}  # type: ignore[attr-defined]
+def test_quoted_errors_and_versions(corpus: dict[int | None, ImportedReport]) -> None:
+    quoted = {n: (r.quoted_error_type, r.quoted_error) for n, r in corpus.items()
+              if r.quoted_error is not None}
     assert set(quoted) == set(QUOTED)
     for number, (error_type, start) in QUOTED.items():
         assert quoted[number][0] == error_type, number
         assert quoted[number][1].startswith(start), number
-    versions = {n: r.tvm_version for n, r in corpus.items() if r.tvm_version}  # type: ignore[attr-defined]
+    versions = {n: r.tvm_version for n, r in corpus.items() if r.tvm_version}
     assert versions == VERSIONS
 
 
-def test_a_script_is_the_code_block_not_the_traceback(corpus: dict[int | None, object]) -> None:
-    script = corpus[17406].script  # type: ignore[attr-defined]
+def test_a_script_is_the_code_block_not_the_traceback(corpus: dict[int | None, ImportedReport]) -> None:
+    script = corpus[17406].script or ""
     assert script.startswith("import tvm\nfrom tvm import relax\n")
     assert "Traceback" not in script and "TVMError" not in script
     assert script.rstrip().endswith('vm = relax.VirtualMachine(ex, tvm.cpu())')
     # An untagged block is code when it parses as Python (#17239's script has no tag).
-    assert corpus[17239].script.startswith("from tvm.script import ir as I\n")  # type: ignore[attr-defined]
+    assert (corpus[17239].script or "").startswith("from tvm.script import ir as I\n")
 
 
 MULTI_BLOCK = """### Actual behavior
