@@ -26,11 +26,15 @@ def script_name(report: ImportedReport, index: int) -> str:
 
 
 def write_import(reports: list[ImportedReport], directory: Path) -> None:
-    """Each report's script as a .py case (as `tvmrepro run` takes it), and the import itself."""
+    """Each report's script as a .py case (as `tvmrepro run` takes it), its module-mode case
+    beside it as .json where it has one, and the import itself."""
     directory.mkdir(parents=True, exist_ok=True)
     for index, report in enumerate(reports):
+        script = directory / script_name(report, index)
         if report.script is not None:
-            (directory / script_name(report, index)).write_text(report.script)
+            script.write_text(report.script)
+        if report.module_case is not None:
+            script.with_suffix(".json").write_text(json.dumps(report.module_case, indent=2) + "\n")
     data = {"reports": [report.model_dump(mode="json") for report in reports]}
     (directory / REPORTS_FILE).write_text(json.dumps(data, indent=1) + "\n")
 
@@ -53,6 +57,8 @@ def read_reports(source: Path) -> list[ImportedReport]:
 def _import_row(report: ImportedReport) -> str:
     what = (f"script, {len((report.script or '').splitlines())} lines" if report.script
             else f"no_code: {report.no_code}")
+    if report.module_case is not None:
+        what += " (and a module-mode case)"
     version = f" (TVM {report.tvm_version})" if report.tvm_version else ""
     quoted = f"; quotes {report.quoted_error}" if report.quoted_error else ""
     return f"{report.label} {report.state or ''}{version}: {what}{quoted}"

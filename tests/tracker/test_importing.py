@@ -9,6 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from cli.cli import main
+from cli.tracker import read_reports
+from tests.conftest import shared_case
 from tvmrepro.errors import BadInput
 from tvmrepro.tracker.importing import ImportedReport, import_body, import_export, import_file
 
@@ -181,3 +183,38 @@ def test_import_writes_cases_that_run_takes(tmp_path: Path) -> None:
     case = load_case_file(tmp_path / "20200.py")
     assert case.script == (tmp_path / "20200.py").read_text()
     assert json.loads((tmp_path / "reports.json").read_text())["reports"] == printed
+
+
+def test_module_mode_where_the_script_is_a_module_passes_and_a_build(
+        corpus: dict[int | None, ImportedReport]) -> None:
+    with_module = {n: r.module_case for n, r in corpus.items() if r.module_case is not None}
+    assert set(with_module) == {17357, 17406}
+    # #17357's script is the founding case's first variant: its module, passes and opt_level.
+    founding = json.loads(shared_case("tvm-17357/case.json").read_text())
+    case = with_module[17357]
+    assert case["variants"][0]["passes"] == [{"name": p} for p in founding["variants"][0]["passes"]]
+    assert (case["module"], case["opt_level"], case["target"]) == ("Module", 4, "llvm")
+    # The source stops at the module's end: the passes and the build are the case's own.
+    assert case["source"].rstrip().endswith("= gv(q, k, v)\n        return gv1")
+    assert "relax.build" not in case["source"] and "Sequential" not in case["source"]
+    assert with_module[17406]["variants"] == [{"name": "report", "passes": [{"name": "LambdaLift"}]}]
+    # #20195 applies its passes in a loop and #17348 calls the VM with inputs of its own: scripts.
+    assert corpus[20195].module_case is None and corpus[17348].module_case is None
+
+
+def test_one_issue_in_markdown_takes_its_number_from_the_file_name(tmp_path: Path) -> None:
+    issue = tmp_path / "17406.md"
+    issue.write_text(json.loads(CORPUS.read_text())[4]["body"])
+    (report,) = import_file(issue)
+    assert (report.number, report.quoted_error_type) == (17406, "TVMError")
+    assert report.script is not None and report.module_case is not None
+
+
+def test_triage_reads_the_directory_an_import_wrote(tmp_path: Path) -> None:
+    assert CliRunner().invoke(main, ["import", str(CORPUS), "-o", str(tmp_path)]).exit_code == 0
+    assert read_reports(tmp_path) == import_file(CORPUS)
+    assert json.loads((tmp_path / "17357.json").read_text())["opt_level"] == 4
+    ran = CliRunner().invoke(main, ["triage", str(tmp_path / "absent")])
+    assert ran.exit_code == 2 and "--local" in ran.stderr
+    ran = CliRunner().invoke(main, ["triage", str(tmp_path.parent), "--local"])
+    assert ran.exit_code == 2 and "reports.json" in ran.stderr

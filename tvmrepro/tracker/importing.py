@@ -24,6 +24,7 @@ from tvmrepro.tracker.markdown import (
     stated_version,
     titled_error,
 )
+from tvmrepro.tracker.modules import module_case
 
 EXPORT_FIELDS = ("number", "title", "state", "body", "url")
 _PYTHON_TAGS = {"", "python", "py", "python3", "ipython", "pycon"}
@@ -50,6 +51,8 @@ class ImportedReport(BaseModel):
     quoted_error_type: str | None
     script: str | None
     no_code: str | None  # why there is no runnable script (None when there is one)
+    # The case JSON in module mode, where the script is a module, its passes and a build.
+    module_case: dict[str, Any] | None = None
 
     def case(self) -> Case:
         """The report's script case, as `tvmrepro run repro.py` makes it."""
@@ -135,11 +138,26 @@ def import_body(body: str, number: int | None = None, title: str = "", state: st
     # A title often names the error when the body does not ("[Bug] TVMError: ...").
     quoted = quoted_error([b for b in blocks if b not in code], outside_blocks(body)) \
         or titled_error(title)
+    label = f"#{number}" if number is not None else title
     return ImportedReport(number=number, title=title, state=state, url=url,
                           tvm_version=stated_version(body),
                           quoted_error=quoted.line if quoted else None,
                           quoted_error_type=quoted.error_type if quoted else None,
-                          script=None if reason else script, no_code=reason)
+                          script=None if reason else script, no_code=reason,
+                          module_case=None if reason or script is None
+                          else valid_module_case(script, label))
+
+
+def valid_module_case(script: str, title: str) -> dict[str, Any] | None:
+    """The script's module-mode case where it is one and validates as a case, else None."""
+    case = module_case(script, title)
+    if case is None:
+        return None
+    try:
+        parse_case(case)
+    except BadInput:
+        return None
+    return case
 
 
 def _export_entry(item: Any, index: int) -> ImportedReport:
