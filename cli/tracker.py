@@ -88,12 +88,13 @@ def import_command(source: Path, output: Path | None, as_json: bool) -> None:
 
 
 def triage_run(result: dict[str, Any]) -> TriageRun:
-    """A run's result as triage reads it; a crash without a Python error is named by its signal
-    and stage, so that crashes at one place group together."""
+    """A run's result as triage reads it. A crash has no Python error to tell it from another:
+    its signature (the signal) gets the stage it happened at, so that a crash in the VM and one
+    while parsing are not one bug."""
     error = f"{result['error_type']}: {result['message']}" if result.get("error_type") else None
     signature = result.get("signature")
-    if signature is None and result["status"] in ("crash", "timeout", "oom"):
-        signature = f"{result['status']} {result.get('error_type') or ''} at {result.get('stage')}"
+    if result["status"] in ("crash", "timeout", "oom") and result.get("stage"):
+        signature = f"{signature or result['status']} at {result['stage']}"
     return TriageRun(env=result["environment"], status=result["status"], signature=signature,
                      error=error)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -46,8 +46,29 @@ def test_verdict_rules(quoted: str, statuses: tuple[str, ...], verdict: Verdict,
     assert verdict_of(_report(quoted), _runs(*statuses)) == (verdict, since)
 
 
-def _expected() -> dict[str, dict[str, dict[str, str]]]:
+def _expected() -> dict[str, dict[str, Any]]:
     return json.loads((CORPUS / "EXPECTED.json").read_text())["reports"]
+
+
+def test_the_whole_corpus_as_measured() -> None:
+    """The corpus's runs as recorded (statuses measured with plain TVM, signatures as tvm-repro
+    gave them), triaged: the verdicts recorded, one group for the two reports of one bug."""
+    reports = import_file(CORPUS / "issues.json")
+    expected = _expected()
+    runs = [[TriageRun(env=env, **expected[str(r.number)][env]["tvmrepro"],
+                       error=expected[str(r.number)][env]["error"])
+             for env in (OLD, NEW)] if r.script else [] for r in reports]
+    answer = triage(reports, runs)
+    assert {line.number: line.verdict.value for line in answer.reports} == \
+        {int(n): e["verdict"] for n, e in expected.items()}
+    assert [(g.reports, g.representative) for g in answer.groups] == [
+        ([17348, 20191], 20191), ([17357], 17357), ([17406], 17406), ([20192], 20192),
+        ([20195], 20195), ([20200], 20200)]
+    assert [(e.number, e.finding.value) for e in answer.audit] == [
+        (17239, "open_but_fixed"), (17348, "closed_but_reproduces"), (20200, "open_but_fixed")]
+    # The quoted error is what happens now for all but the fixed, the reworded and the unquoted.
+    reproduced = {line.number for line in answer.reports if line.quoted_error_reproduced}
+    assert reproduced == {17348, 17357, 17406, 20192, 20191}
 
 
 # #17348 (closed as stale) and #20191 (open) are one bug (StaticPlanBlockMemory across if
