@@ -9,12 +9,14 @@ import json
 import re
 import sys
 import textwrap
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
 from tvmrepro.cases import Case, parse_case
+from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.tracker.markdown import (
     Block,
@@ -32,9 +34,6 @@ _PYTHON_TAGS = {"", "python", "py", "python3", "ipython", "pycon"}
 _OUTPUT_SECTION = re.compile(r"actual|expected|output|error|log|result|trace", re.IGNORECASE)
 _TRACEBACK = re.compile(r"^\s*(Traceback \(most recent call last\)|File \".*\", line \d+)",
                         re.MULTILINE)
-# What a pinned environment holds besides the standard library (images/environments.toml).
-ENVIRONMENT_PACKAGES = {"tvm", "tvm_ffi", "numpy", "ml_dtypes", "psutil", "scipy",
-                        "typing_extensions", "cloudpickle", "attrs", "decorator", "packaging"}
 # Files a script reads that a body cannot hold (models, inputs, weights).
 _DATA_FILE = re.compile(r"\.(onnx|pkl|pickle|pt|pth|tflite|pb|npy|npz|params|h5|bin|so|tar)$")
 
@@ -92,6 +91,15 @@ def joined_script(blocks: list[Block]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+@lru_cache(maxsize=1)
+def environment_modules() -> frozenset[str]:
+    """The modules some pinned environment can import besides the standard library: its
+    packages (images/environments.toml) by their import names (apache-tvm is `tvm`,
+    ml-dtypes `ml_dtypes`)."""
+    packages = {name for env in default_catalog().environments for name in env.packages}
+    return frozenset(name.removeprefix("apache-").replace("-", "_") for name in packages)
+
+
 def missing_inputs(script: str) -> list[str]:
     """What the script needs that no environment has: packages beyond TVM's own, data files."""
     tree = ast.parse(script)
@@ -102,7 +110,7 @@ def missing_inputs(script: str) -> list[str]:
                  else [])
         for name in names:
             top = name.split(".")[0]
-            if top not in ENVIRONMENT_PACKAGES and top not in sys.stdlib_module_names:
+            if top not in environment_modules() and top not in sys.stdlib_module_names:
                 needs.append(f"package {top}")
         if isinstance(node, ast.Constant) and isinstance(node.value, str) \
                 and _DATA_FILE.search(node.value):

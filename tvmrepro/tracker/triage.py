@@ -173,7 +173,7 @@ def triage(reports: list[ImportedReport], runs: list[list[TriageRun]]) -> Triage
     report without code)."""
     signatures = [bug_signature(r, rs) for r, rs in zip(reports, runs, strict=True)]
     groups = _groups(reports, signatures)
-    group_of = {signature: group.id for group in groups for signature in [group.signature]}
+    group_of = {group.signature: group.id for group in groups}
     lines = []
     for report, report_runs, signature in zip(reports, runs, signatures, strict=True):
         verdict, since = verdict_of(report, report_runs)
