@@ -140,7 +140,8 @@ def _print_answer(answer: TriageAnswer) -> None:
         since = f" since {line.since}" if line.since else ""
         grouped = f" group {line.group}" if line.group else ""
         statuses = ", ".join(f"{env}: {status}" for env, status in line.statuses.items())
-        click.echo(shown(f"#{line.number} {line.state}: {line.verdict.value}{since}{grouped} "
+        state = f" {line.state}" if line.state else ""
+        click.echo(shown(f"#{line.number}{state}: {line.verdict.value}{since}{grouped} "
                          f"({statuses or line.no_code})"))
     for group in answer.groups:
         if len(group.reports) > 1:
