@@ -29,6 +29,7 @@ NO_CODE = {
     17744: "no block is a Python script (blocks: c;",
     17964: "no block is a Python script (blocks: c;",
     17210: "no block is a Python script (blocks: untagged;",
+    17223: "no block is a Python script (blocks: untagged;",
     18824: "no block is a Python script (blocks: untagged;",  # cut short inside the script
 }
 # The error each report quotes (type, start of the line), from its body or else its title.
