@@ -30,8 +30,10 @@ from tvmrepro.tracker.modules import module_case
 
 EXPORT_FIELDS = ("number", "title", "state", "body", "url")
 _PYTHON_TAGS = {"", "python", "py", "python3", "ipython", "pycon"}
-# Sections whose blocks show what happened, not what to run.
-_OUTPUT_SECTION = re.compile(r"actual|expected|output|error|log|result|trace", re.IGNORECASE)
+# Sections whose blocks show what happened, not what to run ("Actual behavior", "Error log";
+# not "Steps to reproduce the error").
+_OUTPUT_SECTION = re.compile(r"^\W*(actual|expected|output|error|log|result|trace|crash)",
+                             re.IGNORECASE)
 _TRACEBACK = re.compile(r"^\s*(Traceback \(most recent call last\)|File \".*\", line \d+)",
                         re.MULTILINE)
 # Files a script reads that a body cannot hold (models, inputs, weights).
