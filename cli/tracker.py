@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from cli.output import error_console, fingerprints_announced, print_json, reports_errors, shown
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
+from tvmrepro.results import Result
 from tvmrepro.settings import Settings
 from tvmrepro.tracker.importing import ImportedReport, import_file
 from tvmrepro.tracker.triage import TriageAnswer, TriageRun, triage
+
+if TYPE_CHECKING:
+    from worker.runtimes.base import Runtime
 
 # What `import -o DIR` writes beside the scripts, and what `triage DIR` reads.
 REPORTS_FILE = "reports.json"
@@ -87,20 +91,20 @@ def import_command(source: Path, output: Path | None, as_json: bool) -> None:
         click.echo(shown(_import_row(report)))
 
 
-def triage_run(result: dict[str, Any]) -> TriageRun:
+def triage_run(result: Result) -> TriageRun:
     """A run's result as triage reads it. A crash has no Python error to tell it from another:
     its signature (the signal) gets the stage it happened at, so that a crash in the VM and one
     while parsing are not one bug."""
-    error = f"{result['error_type']}: {result['message']}" if result.get("error_type") else None
-    signature = result.get("signature")
-    if result["status"] in ("crash", "timeout", "oom") and result.get("stage"):
-        signature = f"{signature or result['status']} at {result['stage']}"
-    return TriageRun(env=result["environment"], status=result["status"], signature=signature,
-                     error=error)
+    status = result.status.value
+    error = f"{result.error_type}: {result.message}" if result.error_type else None
+    signature = result.signature
+    if status in ("crash", "timeout", "oom") and result.stage:
+        signature = f"{signature or status} at {result.stage}"
+    return TriageRun(env=result.environment, status=status, signature=signature, error=error)
 
 
 def run_reports(reports: list[ImportedReport], envs: list[Environment],
-                runtime: Any) -> list[list[TriageRun]]:
+                runtime: Runtime) -> list[list[TriageRun]]:
     """Every report with code run on every environment (oldest first) through `runtime`."""
     from worker.runner import run_variant
 
@@ -114,8 +118,7 @@ def run_reports(reports: list[ImportedReport], envs: list[Environment],
         report_runs = []
         for env in envs:
             console.print(f"running {report.label} on {env.id} ...", highlight=False)
-            result = run_variant(case, case.variant_names[0], env, runtime).to_json()
-            report_runs.append(triage_run(result))
+            report_runs.append(triage_run(run_variant(case, case.variant_names[0], env, runtime)))
         runs.append(report_runs)
     return runs
 
