@@ -221,9 +221,10 @@ def test_triage_reads_the_directory_an_import_wrote(tmp_path: Path) -> None:
     assert ran.exit_code == 2 and "reports.json" in ran.stderr
 
 
-def test_an_untagged_block_under_an_output_heading_is_output() -> None:
+def test_a_block_under_an_output_heading_is_output() -> None:
     printed = "@I.ir_module\nclass Module:\n    pass"
     body = (f"### Steps to reproduce the error\n\n```\nimport tvm\n```\n\n"
             f"### Output\n\n```\n{printed}\n```\n")
     assert import_body(body).script == "import tvm\n"
+    assert import_body(body.replace("```\n@I", "```python\n@I")).script == "import tvm\n"
     assert import_body(body.replace("### Output", "### Then")).script == f"import tvm\n\n{printed}\n"

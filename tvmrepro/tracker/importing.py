@@ -71,7 +71,9 @@ def is_code(block: Block) -> bool:
     """A block the reporter meant to run: Python that parses, not a traceback or output."""
     if block.language not in _PYTHON_TAGS or _TRACEBACK.search(block.text):
         return False
-    if not block.language and _OUTPUT_SECTION.search(block.section):
+    # Under "Actual/Expected behavior" even a block tagged python is output (a printed module):
+    # run after the script, it could fail where the script did not.
+    if _OUTPUT_SECTION.search(block.section):
         return False
     try:
         tree = ast.parse(textwrap.dedent(block.text))
