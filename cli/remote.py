@@ -74,6 +74,9 @@ class Service:
     url: str
     how: str  # words that follow the URL: "given by --server", "from TVMREPRO_PORT", ...
     explicit: bool = True  # named by the user (--server, TVMREPRO_SERVER): nothing to announce
+    # The `tvmrepro up` on this home, serving what is provisioned here: what it does not serve
+    # yet, a provisioning here makes it serve (its refusals say so).
+    serves_provisioned: bool = False
 
 
 def find_service(given: str | None, settings: Settings | None = None) -> Service:
@@ -89,7 +92,8 @@ def find_service(given: str | None, settings: Settings | None = None) -> Service
     up = live_up(settings)
     if up is not None:
         return Service(up["url"], f"announced by the `tvmrepro up` on this TVMREPRO_HOME "
-                                  f"({settings.home / ANNOUNCEMENT})", explicit=False)
+                                  f"({settings.home / ANNOUNCEMENT})", explicit=False,
+                       serves_provisioned=up["follows_provisioned"])
     named = [variable_name(field) for field in ("host", "port") if field in settings.model_fields_set]
     if named:
         return Service(local_url(settings.host, settings.port), f"from {' and '.join(named)}",
@@ -165,9 +169,32 @@ class ApiClient:
     def submit(self, body: dict[str, Any]) -> JobView:
         """POST a job; the job as the service stored it. Its cancel token (given this once)
         is kept under TVMREPRO_HOME, for `tvmrepro cancel JOB`."""
-        job = _validated(JobView, self._call("POST", "/api/v1/jobs", json=body), "POST /jobs")
+        try:
+            answer = self._call("POST", "/api/v1/jobs", json=body)
+        except BadInput as exc:
+            hint = self._up_hint(body) if self.service.serves_provisioned else ""
+            if not hint:
+                raise
+            raise BadInput(exc.field, f"{exc.problem}; {hint}") from None
+        job = _validated(JobView, answer, "POST /jobs")
         keep_cancel_token(job)
         return job
+
+    def _up_hint(self, body: dict[str, Any]) -> str:
+        """What makes the `tvmrepro up` on this home serve what a refused job names ("" when
+        that is not why it was refused)."""
+        served = {env.id for env in self.environments() if env.workers}
+        if not served:
+            return ("the worker of the `tvmrepro up` on this home serves nothing yet: it "
+                    "provisions its environments first (a minute or two the first time), "
+                    "then serves them; try again then")
+        asked = body.get("environments")
+        missing = [env_id for env_id in asked if env_id not in served] \
+            if isinstance(asked, list) else []
+        if not missing:
+            return ""
+        return (f"or provision them here (tvmrepro env provision {' '.join(missing)}): the "
+                f"`tvmrepro up` on this home serves them within seconds of that")
 
     def job(self, job_id: str) -> JobView:
         """A job with runs and matrix."""
@@ -347,12 +374,25 @@ def matrix_view(job: JobView) -> Group:
                 f"IR first differs {after_pass(step.index)} ({step.a} / {step.b})")
         parts.append(plain(f"{comp.a.variant} vs {comp.b.variant} on {comp.a.environment}: "
                            f"{said}"))
-    for trace in job.symbols:
-        parts.append(plain(f"{trace.symbol} in {trace.variant}@{trace.environment}: "
-                           f"{trace.summary()}"))
+    parts += [plain(line) for line in symbol_lines(job)]
     if _numbers_passes(job):
         parts.append(plain(f"({FROM_ZERO})", "dim"))
     return Group(*parts)
+
+
+def symbol_lines(job: JobView) -> list[str]:
+    """One line per symbol and variant with the same story in several environments (a story
+    told in every environment of the job says so, not their names)."""
+    stories: dict[tuple[str, str, str], list[str]] = {}
+    for trace in job.symbols:
+        stories.setdefault((trace.symbol, trace.variant, trace.summary()), []).append(
+            trace.environment)
+    lines = []
+    for (symbol, variant, story), envs in stories.items():
+        where = "every environment" if len(envs) > 1 and set(envs) == set(job.environments) \
+            else ", ".join(envs)
+        lines.append(f"{symbol} in {variant} on {where}: {story}")
+    return lines
 
 
 def _numbers_passes(job: JobView) -> bool:

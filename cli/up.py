@@ -83,16 +83,18 @@ def announced(settings: Settings, url: str, envs: list[Environment],
 
 
 def live_up(settings: Settings) -> dict[str, Any] | None:
-    """The announcement of a live `tvmrepro up` on this home (url, runtime, environments); None
-    when there is none, or its announcement is stale or unreadable."""
+    """The announcement of a live `tvmrepro up` on this home (url, runtime, environments, whether
+    it follows the environments provisioned here); None when there is none, or its announcement
+    is stale or unreadable."""
     try:
         record = json.loads((settings.home / ANNOUNCEMENT).read_text())
         found = {"url": str(record["url"]), "runtime": record.get("runtime"),
-                 "environments": set(record["environments"])}
+                 "environments": set(record["environments"]),
+                 "follows_provisioned": bool(record.get("follows_provisioned"))}
         alive = token_alive(str(record["process"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if alive and record.get("follows_provisioned"):
+    if alive and found["follows_provisioned"]:
         # Its worker serves what was provisioned since it started within seconds; a run handed
         # to it before then is refused and runs here (run_locally).
         found["environments"] |= {env.id for env in provisioned_cpu(settings)}

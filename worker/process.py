@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 
 from tvmrepro.environments import Environment
 from tvmrepro.errors import RuntimeFault
@@ -13,6 +14,7 @@ from tvmrepro.settings import Settings
 from tvmrepro.store import Store, open_store
 from worker.building import BuildImages, Builds, missing_images
 from worker.following import FollowProvisioned
+from worker.provision import read_fingerprint
 from worker.recovery import Recovery
 from worker.runtimes import make_runtime
 from worker.runtimes.base import Runtime
@@ -38,6 +40,16 @@ def prepare(runtime: Runtime, envs: list[Environment], store: Store) -> None:
         store.save_fingerprint(env.id, {k: facts.get(k) for k in FINGERPRINT_FIELDS})
 
 
+def provisioning_notice(settings: Settings, envs: list[Environment]) -> str | None:
+    """What a starting worker says when it must provision environments before it serves any
+    (the local runtime); None when all are there."""
+    missing = [env.id for env in envs if read_fingerprint(settings, env) is None]
+    if settings.runtime != "local" or not missing:
+        return None
+    return (f"worker: provisioning {', '.join(missing)} before serving anything (a ~100 MB "
+            f"download each the first time, seconds each from the package cache)")
+
+
 def run_worker(settings: Settings, envs: list[Environment], concurrency: int | None = None,
                loglevel: str = "INFO", follow_provisioned: bool = False) -> None:
     """Serve `envs` until stopped (blocks); runs go through the configured runtime.
@@ -51,6 +63,9 @@ def run_worker(settings: Settings, envs: list[Environment], concurrency: int | N
     # One runtime (one engine connection, one container sweep) for all the environments;
     # each pool process makes its own after the fork (worker.tasks.context).
     ready = [env for env in envs if env.id not in builds]
+    notice = provisioning_notice(settings, ready)
+    if notice:  # before Celery's logging exists: a minute of silence otherwise
+        print(notice, file=sys.stderr, flush=True)
     prepare(make_runtime(settings.runtime, settings), ready, store)
     store.dispose()
     app = make_celery(settings)

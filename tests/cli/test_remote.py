@@ -11,15 +11,17 @@ import httpx
 import pytest
 from flask import Flask
 
-from cli.remote import ApiClient, ServiceError, matrix_view
+from cli.remote import ApiClient, Service, ServiceError, matrix_view, symbol_lines
 from service.app import create_app
 from service.jobs import JobService
 from tests.conftest import NEW_ENV, OLD_ENV, shared_case
 from tests.fakes.runtime import FakeRuntime
 from tvmrepro.environments import default_catalog
+from tvmrepro.errors import BadInput
 from tvmrepro.lifecycle import JobStatus, RunState
 from tvmrepro.report import render_report
 from tvmrepro.settings import Settings
+from tvmrepro.symbols import SymbolEvent, SymbolTrace
 
 SERVER = "http://tvmrepro.test"
 
@@ -71,3 +73,45 @@ def test_an_answer_of_another_shape_is_a_service_error_naming_the_field() -> Non
         client_of(other_version).job("j")
     assert "GET /api/v1/jobs/j is not a JobView" in str(failed.value)
     assert "status" in str(failed.value)
+
+
+def test_the_matrix_tells_a_symbols_story_once_for_the_environments_that_share_it(
+        app: Flask) -> None:
+    founding_case = json.loads(shared_case("tvm-17357/case.json").read_text())
+    job = client_of(app).submit({"case": founding_case, "environments": [OLD_ENV, NEW_ENV],
+                                 "wait": True})
+    lifted = SymbolEvent(step=2, pass_name="LambdaLift", event="appeared", name="f",
+                         kind="Function")
+    renamed = SymbolEvent(step=3, pass_name="AllocateWorkspace", event="renamed", name="f1",
+                          previous="f")
+
+    def traced(*stories: tuple[str, list[SymbolEvent]]) -> list[str]:
+        symbols = [SymbolTrace(symbol="f", variant="fusetir-once", environment=env,
+                               events=events, final_name=events[-1].name)
+                   for env, events in stories]
+        return symbol_lines(job.model_copy(update={"symbols": symbols}))
+
+    assert traced((OLD_ENV, [lifted]), (NEW_ENV, [lifted])) == [
+        "f in fusetir-once on every environment: appears after LambdaLift (pass 1) as Function"]
+    assert traced((OLD_ENV, [lifted]), (NEW_ENV, [lifted, renamed])) == [
+        f"f in fusetir-once on {OLD_ENV}: appears after LambdaLift (pass 1) as Function",
+        f"f in fusetir-once on {NEW_ENV}: appears after LambdaLift (pass 1) as Function; "
+        "renamed to f1 by AllocateWorkspace (pass 2)"]
+
+
+def test_a_refusal_of_the_up_on_this_home_says_how_to_make_it_serve(app: Flask) -> None:
+    case = json.loads(shared_case("tvm-17357/case.json").read_text())
+    client = client_of(app)
+    client.service = Service(SERVER, "announced by the `tvmrepro up` on this TVMREPRO_HOME",
+                             explicit=False, serves_provisioned=True)
+    with pytest.raises(BadInput, match="serves nothing yet: it provisions its environments"):
+        client.submit({"case": case, "environments": "all"})  # its worker is still starting
+    app.extensions["tvmrepro"].store.heartbeat("worker", [OLD_ENV])
+    with pytest.raises(BadInput) as refused:
+        client.submit({"case": case, "environments": [OLD_ENV, NEW_ENV]})
+    assert f"or provision them here (tvmrepro env provision {NEW_ENV}): the `tvmrepro up` " \
+           "on this home serves them within seconds" in str(refused.value)
+    client.service = Service(SERVER, "given by --server")  # another service: no such advice
+    with pytest.raises(BadInput) as elsewhere:
+        client.submit({"case": case, "environments": [OLD_ENV, NEW_ENV]})
+    assert "provision" not in str(elsewhere.value)
