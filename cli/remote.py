@@ -172,29 +172,31 @@ class ApiClient:
         try:
             answer = self._call("POST", "/api/v1/jobs", json=body)
         except BadInput as exc:
-            hint = self._up_hint(body) if self.service.serves_provisioned else ""
-            if not hint:
+            advice = self._up_advice(body, exc.problem) \
+                if self.service.serves_provisioned and exc.field.startswith("environments") \
+                else None
+            if advice is None:
                 raise
-            raise BadInput(exc.field, f"{exc.problem}; {hint}") from None
+            raise BadInput(exc.field, advice) from None
         job = _validated(JobView, answer, "POST /jobs")
         keep_cancel_token(job)
         return job
 
-    def _up_hint(self, body: dict[str, Any]) -> str:
-        """What makes the `tvmrepro up` on this home serve what a refused job names ("" when
-        that is not why it was refused)."""
+    def _up_advice(self, body: dict[str, Any], problem: str) -> str | None:
+        """The refusal of a job for its environments, saying what makes the `tvmrepro up` on
+        this home serve them (None: nothing would)."""
         served = {env.id for env in self.environments() if env.workers}
-        if not served:
-            return ("the worker of the `tvmrepro up` on this home serves nothing yet: it "
-                    "provisions its environments first (a minute or two the first time), "
-                    "then serves them; try again then")
+        if not served:  # naming environments would not help: its worker is starting
+            return ("no worker is live yet: the worker of the `tvmrepro up` on this home "
+                    "provisions its environments first (a minute or two the first time), then "
+                    "serves them; try again then")
         asked = body.get("environments")
         missing = [env_id for env_id in asked if env_id not in served] \
             if isinstance(asked, list) else []
         if not missing:
-            return ""
-        return (f"or provision them here (tvmrepro env provision {' '.join(missing)}): the "
-                f"`tvmrepro up` on this home serves them within seconds of that")
+            return None
+        return (f"{problem}; or provision them here (tvmrepro env provision {' '.join(missing)}):"
+                f" the `tvmrepro up` on this home serves them within seconds of that")
 
     def job(self, job_id: str) -> JobView:
         """A job with runs and matrix."""

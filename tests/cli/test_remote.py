@@ -104,8 +104,15 @@ def test_a_refusal_of_the_up_on_this_home_says_how_to_make_it_serve(app: Flask) 
     client = client_of(app)
     client.service = Service(SERVER, "announced by the `tvmrepro up` on this TVMREPRO_HOME",
                              explicit=False, serves_provisioned=True)
-    with pytest.raises(BadInput, match="serves nothing yet: it provisions its environments"):
-        client.submit({"case": case, "environments": "all"})  # its worker is still starting
+    with pytest.raises(BadInput) as starting:  # its worker is still provisioning
+        client.submit({"case": case, "environments": "all"})
+    assert str(starting.value) == (
+        "environments: no worker is live yet: the worker of the `tvmrepro up` on this home "
+        "provisions its environments first (a minute or two the first time), then serves "
+        "them; try again then")
+    with pytest.raises(BadInput) as unrelated:  # a refusal of something else stays as it was
+        client.submit({"case": {**case, "target": 7}, "environments": "all"})
+    assert "provision" not in str(unrelated.value)
     app.extensions["tvmrepro"].store.heartbeat("worker", [OLD_ENV])
     with pytest.raises(BadInput) as refused:
         client.submit({"case": case, "environments": [OLD_ENV, NEW_ENV]})
