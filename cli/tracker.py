@@ -15,6 +15,7 @@ from tvmrepro.errors import BadInput
 from tvmrepro.results import Result
 from tvmrepro.settings import Settings
 from tvmrepro.tracker.importing import ImportedReport, import_file
+from tvmrepro.tracker.known import bug_signature, known_issues
 from tvmrepro.tracker.triage import TriageAnswer, TriageRun, triage
 
 if TYPE_CHECKING:
@@ -92,14 +93,11 @@ def import_command(source: Path, output: Path | None, as_json: bool) -> None:
 
 
 def triage_run(result: Result) -> TriageRun:
-    """A run's result as triage reads it. A crash has no Python error to tell it from another:
-    its signature (the signal) gets the stage it happened at, so that a crash in the VM and one
-    while parsing are not one bug."""
+    """A run's result as triage reads it: a failure's signature as known issues keep it (a
+    crash's with its stage)."""
     status = result.status.value
     error = f"{result.error_type}: {result.message}" if result.error_type else None
-    signature = result.signature
-    if status in ("crash", "timeout", "oom") and result.stage:
-        signature = f"{signature or status} at {result.stage}"
+    signature = bug_signature(status, result.signature, result.stage) or result.signature
     return TriageRun(env=result.environment, status=status, signature=signature, error=error)
 
 
@@ -138,6 +136,24 @@ def triage_locally(reports: list[ImportedReport], envs: list[Environment]) -> Tr
         runtime.close()
 
 
+def record_known_issues(reports: list[ImportedReport], answer: TriageAnswer,
+                        settings: Settings) -> None:
+    """Keep the signature of each issue a triage saw fail in the store of `settings` (the one
+    `tvmrepro up` on this home reads), replacing what earlier triages kept of these issues."""
+    from tvmrepro.store import open_store
+
+    settings.ensure_home()
+    store = open_store(settings.store_url, pooled=False)
+    try:
+        issues = known_issues(reports, answer)
+        store.record_known_issues(issues, [r.number for r in reports
+                                           if r.number is not None and r.script is not None])
+    finally:
+        store.dispose()
+    error_console().print(f"{len(issues)} known issue(s) kept for likely duplicates",
+                          highlight=False)
+
+
 def _print_answer(answer: TriageAnswer) -> None:
     for line in answer.reports:
         since = f" since {line.since}" if line.since else ""
@@ -160,9 +176,13 @@ def _print_answer(answer: TriageAnswer) -> None:
 @click.option("--env", "env_ids", multiple=True,
               help="Environment id (repeatable; default with --local: one per minor release).")
 @click.option("--local", is_flag=True, help="Run here, without the service.")
+@click.option("--record/--no-record", default=True,
+              help="Keep each failing issue's signature in this home's store (default), so "
+                   "that a job failing with it names the issue a likely duplicate.")
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
 @reports_errors
-def triage_command(source: Path, env_ids: tuple[str, ...], local: bool, as_json: bool) -> None:
+def triage_command(source: Path, env_ids: tuple[str, ...], local: bool, record: bool,
+                   as_json: bool) -> None:
     """Run every report on the environments: verdicts, groups of one bug, and the audit."""
     if not local:
         raise BadInput("--local", "triage runs here only for now: add --local")
@@ -172,6 +192,8 @@ def triage_command(source: Path, env_ids: tuple[str, ...], local: bool, as_json:
             else catalog.spanning("cpu"))
     envs.sort(key=lambda env: env.version)
     answer = triage_locally(reports, envs)
+    if record:
+        record_known_issues(reports, answer, Settings.from_env())
     if as_json:
         print_json(answer.to_json())
     else:

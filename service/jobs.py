@@ -53,6 +53,7 @@ from tvmrepro.results import Result, Status
 from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.settings import Settings, variable_name
 from tvmrepro.store import Store, open_store
+from tvmrepro.tracker.known import KnownIssue, likely_duplicates, result_bug_signature
 
 log = logging.getLogger(__name__)
 TOKEN_BYTES = 24  # 192 random bits
@@ -249,7 +250,15 @@ class JobService:
             variants=job.variants, bypass_cache=job.bypass_cache,
             cached_runs=sum(run.cached for run in runs), runs=runs,
             matrix=build_matrix(job, comparisons), case=job.case, bisect=bisect,
-            symbols=symbols or [])  # made once, when the job's last run was stored
+            symbols=symbols or [],  # made once, when the job's last run was stored
+            likely_duplicates=self._likely_duplicates(job))
+
+    def _likely_duplicates(self, job: JobRow) -> list[KnownIssue]:
+        """The issues that a triage saw fail with a signature of this job's failures."""
+        signatures = [found for run in job.runs
+                      if (found := result_bug_signature(run.result)) is not None]
+        known = self.store.known_issues_failing_with(signatures)
+        return likely_duplicates(signatures, known, job.title)
 
     def result_id(self, job_id: str, run_id: str) -> str | None:
         """The id under which a finished run's result is stored (None: unknown or unfinished)."""

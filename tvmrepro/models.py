@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from tvmrepro.lifecycle import JobStatus, RunState
 from tvmrepro.narrowing import Extraction, Reduction
 from tvmrepro.symbols import SymbolTrace
+from tvmrepro.tracker.known import KnownIssue
 
 # The case is validated by tvmrepro.cases (errors name case.<field>); its schema is Case's.
 CaseJson = Annotated[dict[str, Any],
@@ -249,6 +250,9 @@ class JobView(BaseModel):
     symbols: list[SymbolTrace] = Field(
         default_factory=list, description="every global function an error names, followed "
                                           "through the passes of each variant and environment")
+    likely_duplicates: list[KnownIssue] = Field(
+        default_factory=list, description="issues that a triage saw fail with a signature of "
+                                          "this job's failures: each a likely duplicate")
     cancel_token: str | None = Field(
         default=None, description="in the answer to POST only: the token that DELETE "
                                   "/api/v1/jobs/<id> needs (header X-Cancel-Token) to cancel "

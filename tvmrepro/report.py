@@ -11,6 +11,7 @@ case.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from tvmrepro.bisect_report import render_bisect
@@ -24,6 +25,7 @@ from tvmrepro.reproducer import known_rewrites, reproducer
 PINNED = ("apache-tvm", "apache-tvm-ffi", "numpy")
 MAX_MESSAGE_CHARS = 2000
 FAILING = ("error", "crash", "timeout", "oom")
+_PLAIN_URL = re.compile(r"https://[\w.-]+/[\w./#-]*")
 
 
 def _release(env_id: str, catalog: Catalog) -> str:
@@ -246,6 +248,20 @@ def _signatures(job: JobView, catalog: Catalog) -> list[str]:
     return lines
 
 
+def _duplicates(job: JobView) -> list[str]:
+    """One line per issue a triage saw fail with a signature of this job's failures."""
+    lines = []
+    for issue in job.likely_duplicates:
+        # A link only to a plain web address: the URL came from an issue export.
+        url = issue.url or ""
+        number = (f"[#{issue.number}]({url})" if _PLAIN_URL.fullmatch(url)
+                  else f"#{issue.number}")
+        state = f", {issue.state.lower()}" if issue.state else ""
+        lines.append(f"- **Likely duplicate of {number}** ({code_span(issue.title)}{state}): "
+                     f"a triage saw it fail with {code_span(issue.signature)}")
+    return lines
+
+
 def _command(job: JobView, catalog: Catalog) -> list[str]:
     """The reproduce command for the newest failing release (the script is in the details)."""
     failing = [r for r in job.runs if (r.result or {}).get("status") in FAILING]
@@ -271,7 +287,7 @@ def render_report(job: JobView, catalog: Catalog | None = None) -> str:
                  for row in job.matrix.cells for c in row)
     how = "Reproduced with tvm-repro" if failed else "Run with tvm-repro (nothing failed)"
     title = code_span(job.title) if job.title else f"tvm-repro job {code_span(job.id)}"
-    top = _signatures(job, catalog) + _command(job, catalog)
+    top = _signatures(job, catalog) + _duplicates(job) + _command(job, catalog)
     lines = [conclusion(job, catalog), "", *top, *([""] if top else []),
              *_matrix_table(job.matrix), "",
              f"{how}: {title}, job {code_span(job.id)} (status `{job.status.value}`) on "

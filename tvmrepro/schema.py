@@ -15,6 +15,8 @@
     bisections    a bisect job's options and its bisect object (CONTRACT.md, "Bisection")
     comparisons   a job's IR comparisons (the matrix's), computed when its last run is stored
     narrowings    a reduce or extract job's options, progress and answer (CONTRACT.md, "Reduction")
+    known_issues  the signature of each triaged issue's bug (a job failing with it names the
+                  issue a likely duplicate)
 
 Every change here is also a revision in tvmrepro/migrations/versions/ (a test compares them).
 
@@ -148,4 +150,17 @@ narrowings = sa.Table(
     sa.Column("result", sa.JSON, nullable=True),
     sa.Column("error", sa.Text, nullable=True),
     sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+# One row per issue that a triage saw fail: its bug's signature (as triage groups reports) and
+# where the issue is. A triage again replaces the row. Small (an issue tracker's bugs): read
+# whole by signature, no index.
+known_issues = sa.Table(
+    "known_issues", metadata,
+    sa.Column("number", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("url", sa.Text, nullable=True),
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("state", sa.String(16), nullable=True),
+    sa.Column("signature", sa.Text, nullable=False),
+    sa.Column("recorded_at", sa.Float, nullable=False),
 )

@@ -25,6 +25,7 @@ from tvmrepro.models import Comparison
 from tvmrepro.results import Result
 from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.store_bisections import BisectionRows
+from tvmrepro.store_known_issues import KnownIssueRows
 from tvmrepro.store_workers import WorkerRegistry
 from tvmrepro.symbols import SymbolTrace, symbol_traces
 
@@ -55,10 +56,11 @@ def open_store(url: str, pooled: bool = True) -> Store:
     return store
 
 
-class Store(WorkerRegistry, BisectionRows):
+class Store(WorkerRegistry, BisectionRows, KnownIssueRows):
     """Every read and write of jobs and runs; safe to share between threads of one process.
-    The workers' registry and the bisections' rows are its parents' (store_workers,
-    store_bisections); the engine and schema are StoreBase's."""
+    The workers' registry, the bisections' and the known issues' rows are its parents'
+    (store_workers, store_bisections, store_known_issues); the engine and schema are
+    StoreBase's."""
 
     # Submission ---------------------------------------------------------------
 

@@ -128,6 +128,18 @@ function renderHead(job) {
   }
 }
 
+/** The issues that a triage saw fail with a signature of this job's failures. */
+function renderDuplicates(job) {
+  const found = job.likely_duplicates || [];
+  $("job-duplicates").hidden = !found.length;
+  // A link only to a plain web address: the URL came from an issue export.
+  const issueLink = (issue) => /^https:\/\/[\w.-]+\/[\w./#-]*$/.test(issue.url || "")
+    ? el("a", { href: issue.url, rel: "noreferrer" }, `#${issue.number}`) : `#${issue.number}`;
+  fill($("job-duplicates"), found.length ? "Likely duplicate of " : null,
+    found.map((issue, i) => [i ? "; " : "", issueLink(issue), ` (${issue.title})`,
+      el("span", { class: "hint" }, ` the same signature: ${issue.signature}`)]));
+}
+
 /** The cancel button: shown while runs wait or run, to the browser that submitted the job. */
 function renderCancel(job) {
   $("cancel-job").hidden = finished(job) || !cancelToken(job.id);
@@ -175,6 +187,7 @@ function render(job) {
   state.job = job;
   renderHead(job);
   renderCancel(job);
+  renderDuplicates(job);
   renderMatrix(job.matrix);
   renderComparisons(job.matrix);
   renderBisect(job, $("bisect-panel"), $("bisect-summary"), $("timeline"));
