@@ -382,10 +382,11 @@ def _add_narrowing_commands() -> None:
         wait_command,
     )
     from cli.reduce import reduce_command
-    from cli.tracker import import_command, triage_command
+    from cli.tracker import export_test_command, import_command, triage_command
 
     for command in (extract_command, reduce_command, jobs_command, wait_command, log_command,
-                    ir_command, compare_command, cancel_command, import_command, triage_command):
+                    ir_command, compare_command, cancel_command, import_command, triage_command,
+                    export_test_command):
         main.add_command(command)
 
 

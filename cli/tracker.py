@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cli.output import error_console, fingerprints_announced, print_json, reports_errors, shown
+from cli.output import (
+    SERVER_HELP,
+    error_console,
+    fingerprints_announced,
+    print_json,
+    reports_errors,
+    shown,
+)
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.results import Result
@@ -198,3 +205,24 @@ def triage_command(source: Path, env_ids: tuple[str, ...], local: bool, record: 
         print_json(answer.to_json())
     else:
         _print_answer(answer)
+
+
+@click.command("export-test")
+@click.argument("job_id", metavar="JOB")
+@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write the test here (default: standard output).")
+@click.option("--server", default=None, help=SERVER_HELP)
+@reports_errors
+def export_test_command(job_id: str, output: Path | None, server: str | None) -> None:
+    """A pytest file for TVM's suite: the job's reduced (or extracted, or own) case as a strict
+    xfail on its signature, needing only TVM and pytest."""
+    from cli.remote import connect
+    from tvmrepro.tracker.export_test import export_test
+
+    text = export_test(connect(server).job(job_id), default_catalog())
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    output.write_text(text)
+    error_console().print(f"{output}: a strict xfail on the signature of job {job_id}",
+                          highlight=False)

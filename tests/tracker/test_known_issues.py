@@ -5,30 +5,21 @@ recorded (EXPECTED.json) make the known issues; the new reports run on real TVM.
 from __future__ import annotations
 
 import json
-import time
-import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from cli.tracker import record_known_issues
-from tests.conftest import NEW_ENV, shared_case
-from tvmrepro.cases import Case, load_case_file
-from tvmrepro.lifecycle import RunState, cache_key
-from tvmrepro.queue import make_celery
+from tests.conftest import NEW_ENV
+from tests.tracker.conftest import founding_case, segfault_case
+from tests.tracker.stored_jobs import job_view, stored_job
 from tvmrepro.report import render_report
 from tvmrepro.results import Result
-from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store, open_store
 from tvmrepro.tracker.importing import ImportedReport, import_file
 from tvmrepro.tracker.known import KnownIssue, known_issues, likely_duplicates
 from tvmrepro.tracker.triage import TriageAnswer, TriageRun, triage
-
-if TYPE_CHECKING:
-    from tvmrepro.environments import Environment
-    from worker.runtimes.local import LocalRuntime
 
 CORPUS = Path(__file__).parent / "corpus"
 MEASURED_ENVS = ("tvm-0.25.0-cpu", "tvm-0.26.0-cpu", NEW_ENV)
@@ -75,46 +66,12 @@ def test_an_issues_own_report_is_no_duplicate_of_it() -> None:
     assert likely_duplicates(["other"], known) == []
 
 
-def _stored_job(store: Store, case: Case, results: list[Result]) -> str:
-    """A finished run job of `case` in `store`, its runs' results those given."""
-    job_id, now = uuid.uuid4().hex, time.time()
-    runs = [RunRow(id=uuid.uuid4().hex, job_id=job_id, ordinal=i, variant=r.variant,
-                   environment=r.environment, state=RunState.QUEUED,
-                   cache_key=cache_key(case, r.variant, _env(r.environment)),
-                   timeout_s=case.timeout_s, created_at=now) for i, r in enumerate(results)]
-    store.submit(JobRow(id=job_id, kind="run", title=case.title, case=case.model_dump(mode="json"),
-                        environments=[NEW_ENV], variants=[r.variant for r in results],
-                        created_at=now), runs, cap=100)
-    for run, result in zip(runs, results, strict=True):
-        assert store.finish(run.id, result)
-    return job_id
-
-
-def _env(env_id: str) -> Environment:
-    from tvmrepro.environments import default_catalog
-
-    return default_catalog().get(env_id)
-
-
-def _job_view(tmp_path: Path, store: Store, job_id: str) -> Any:
-    from service.jobs import JobService
-
-    settings = Settings.from_env({"TVMREPRO_HOME": str(tmp_path)})
-    view = JobService(settings, store, make_celery(settings)).job(job_id)
-    assert view is not None
-    return view
-
-
 @pytest.mark.tvm
 def test_a_new_report_failing_as_an_issue_did_is_its_likely_duplicate(
-        tmp_path: Path, tvm_envs: dict[str, Environment], warm_runtime: LocalRuntime) -> None:
-    from worker.runner import run_variant
-
+        tmp_path: Path, new_failures: dict[str, Result]) -> None:
     store = _corpus_store(tmp_path)
     # The founding case, a report of its own, fails as #17357's script did when triaged.
-    founding = load_case_file(shared_case("tvm-17357/case.json"))
-    results = [run_variant(founding, "fusetir-once", tvm_envs[NEW_ENV], warm_runtime)]
-    view = _job_view(tmp_path, store, _stored_job(store, founding, results))
+    view = job_view(tmp_path, store, stored_job(store, founding_case(), [new_failures["error"]]))
     assert [(i.number, i.url) for i in view.likely_duplicates] == [
         (17357, "https://github.com/apache/tvm/issues/17357")]
     assert view.model_dump(mode="json")["likely_duplicates"][0]["number"] == 17357
@@ -123,12 +80,11 @@ def test_a_new_report_failing_as_an_issue_did_is_its_likely_duplicate(
             in report.split("| variant |")[0])  # on the first screen
     # #20191's script (a segfault in the VM) is a likely duplicate of both reports of that bug,
     # but not of itself when the job is that issue's own report (titled "#20191").
-    crash = next(r for r in import_file(CORPUS / "issues.json") if r.number == 20191).case()
-    crashed = run_variant(crash, crash.variant_names[0], tvm_envs[NEW_ENV], warm_runtime)
+    crashed = new_failures["crash"]
     assert crashed.status.value == "crash"
-    view = _job_view(tmp_path, store, _stored_job(store, crash, [crashed]))
+    view = job_view(tmp_path, store, stored_job(store, segfault_case(), [crashed]))
     assert [i.number for i in view.likely_duplicates] == [17348]
-    renamed = crash.model_copy(update={"title": "a new report"})
-    view = _job_view(tmp_path, store, _stored_job(store, renamed, [crashed]))
+    renamed = segfault_case().model_copy(update={"title": "a new report"})
+    view = job_view(tmp_path, store, stored_job(store, renamed, [crashed]))
     assert [i.number for i in view.likely_duplicates] == [17348, 20191]
     store.dispose()

@@ -1,0 +1,91 @@
+"""export-test: a job's failure as a pytest file for TVM's suite, run by the environment's own
+python (TVM and pytest, nothing of tvm-repro): it xfails while the bug is there, fails
+(XPASS, strict) once the case no longer fails, and exits 0 run as a plain script."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import NEW_ENV
+from tests.tracker.conftest import founding_case, segfault_case
+from tests.tracker.stored_jobs import job_view, stored_job
+from tvmrepro.environments import default_catalog
+from tvmrepro.results import Result
+from tvmrepro.store import open_store
+from tvmrepro.tracker.export_test import (
+    chosen_case,
+    export_test,
+    known_bug_test,
+    known_failure,
+    message_pattern,
+)
+
+
+def test_the_failure_a_signature_stands_for() -> None:
+    found = known_failure("InternalError at VirtualMachineImpl::InitFuncPool (fused_gv, lv_x)",
+                          "Check failed: ...", None)
+    assert (found.error_type, found.names, found.message) == ("InternalError",
+                                                              ("fused_gv", "lv_x"), None)
+    found = known_failure("DiagnosticError: error: object of type 'int' has no len()",
+                          "error: object of type 'int' has no len()\nmore", None)
+    assert (found.error_type, found.names, found.message) == (
+        "DiagnosticError", (), "error: object of type 'int' has no len()")
+    assert known_failure("crash: SIGSEGV", None, "SIGSEGV").signal == "SIGSEGV"
+    pattern = message_pattern("at 0x7f00ab in /tmp/x/y.py:  bad")
+    assert pattern == r"at\s+0x[0-9a-fA-F]+\s+in\s+\S+:\s+bad"
+
+
+def _env_python() -> Path:
+    from tvmrepro.settings import Settings
+
+    home = Path(os.environ.get("TVMREPRO_TEST_HOME", Path.home() / ".cache" / "tvmrepro-test"))
+    return Settings.from_env({"TVMREPRO_HOME": str(home)}).home / "envs" / NEW_ENV / "bin" / "python"
+
+
+def _plain(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`command` with nothing of this project on its path."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.tvm
+def test_an_exported_test_xfails_until_the_bug_is_gone(
+        tmp_path: Path, new_failures: dict[str, Result]) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'store.sqlite'}", pooled=False)
+    founding = job_view(tmp_path, store, stored_job(store, founding_case(),
+                                                    [new_failures["error"]]))
+    crash = job_view(tmp_path, store, stored_job(store, segfault_case(), [new_failures["crash"]]))
+    store.dispose()
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    text = export_test(founding, default_catalog())
+    assert "tvmrepro" not in text.replace("tvm-repro", "")  # nothing of this project
+    (tests / "test_founding.py").write_text(text)
+    (tests / "test_segfault.py").write_text(export_test(crash, default_catalog()))
+    # The same test of the variant that does not fail: as the bug's fix would make it pass.
+    chosen = chosen_case(founding)
+    env = default_catalog().get(NEW_ENV)
+    failure = known_failure(chosen.signature, chosen.result.get("message"), None)
+    (tests / "test_fixed.py").write_text(known_bug_test(
+        chosen.case, "fusetir-twice", env.release, env.target, chosen.result.get("rewrites"),
+        failure, founding.id))
+    # The same failure expected with a message it does not have: another bug, not an xfail.
+    other = known_failure(chosen.signature.replace("fused_", "other_"), None, None)
+    (tests / "test_other.py").write_text(known_bug_test(
+        chosen.case, chosen.variant, env.release, env.target, chosen.result.get("rewrites"),
+        other, founding.id))
+    done = _plain([str(_env_python()), "-m", "pytest", "-p", "no:cacheprovider", "-rfxX", "-q",
+                   str(tests)], tmp_path)
+    summary, shown = done.stdout.strip().splitlines()[-1], done.stdout[-3000:]
+    assert "2 failed" in summary and "2 xfailed" in summary, shown
+    assert "FAILED tests/test_fixed.py::test_known_bug_" in done.stdout, shown
+    assert "[XPASS(strict)]" in done.stdout, shown
+    assert "FAILED tests/test_other.py::test_known_bug_" in done.stdout, shown
+    assert "InternalError with another message" in done.stdout, shown
+    # As a plain script: 0 while the bug reproduces.
+    script = _plain([str(_env_python()), str(tests / "test_segfault.py")], tmp_path)
+    assert script.returncode == 0, script.stderr[-2000:]
