@@ -382,11 +382,12 @@ def _add_narrowing_commands() -> None:
         wait_command,
     )
     from cli.reduce import reduce_command
+    from cli.sweep import sweep_command
     from cli.tracker import export_test_command, import_command, triage_command
 
     for command in (extract_command, reduce_command, jobs_command, wait_command, log_command,
                     ir_command, compare_command, cancel_command, import_command, triage_command,
-                    export_test_command):
+                    export_test_command, sweep_command):
         main.add_command(command)
 
 

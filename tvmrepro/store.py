@@ -199,6 +199,13 @@ class Store(WorkerRegistry, BisectionRows, KnownIssueRows):
             total = int(conn.execute(sa.select(sa.func.count()).select_from(t.jobs)).scalar_one())
         return rows, total
 
+    def jobs_of_kind(self, kind: str) -> list[JobRow]:
+        """Every job of `kind`, oldest first, without its runs (a sweep reads their cases)."""
+        query = sa.select(t.jobs).where(t.jobs.c.kind == kind).order_by(t.jobs.c.created_at,
+                                                                         t.jobs.c.id)
+        with self.engine.connect() as conn:
+            return [JobRow.model_validate(dict(r)) for r in conn.execute(query).mappings()]
+
     def unfinished_of(self, job_id: str) -> list[RunRow]:
         """A job's runs that have no result yet, in order."""
         query = (sa.select(t.runs).where(t.runs.c.job_id == job_id,

@@ -18,7 +18,8 @@ from tvmrepro.store import Store
 
 
 def stored_job(store: Store, case: Case, results: list[Result]) -> str:
-    """A finished run job of `case` in `store` whose runs gave `results`; its id."""
+    """A finished run job of `case` in `store` whose runs gave `results` (none: a job whose
+    runs never came, of every variant of the case); its id."""
     job_id, now = uuid.uuid4().hex, time.time()
     catalog = default_catalog()
     runs = [RunRow(id=uuid.uuid4().hex, job_id=job_id, ordinal=i, variant=r.variant,
@@ -27,7 +28,8 @@ def stored_job(store: Store, case: Case, results: list[Result]) -> str:
                    timeout_s=case.timeout_s, created_at=now) for i, r in enumerate(results)]
     store.submit(JobRow(id=job_id, kind="run", title=case.title, case=case.model_dump(mode="json"),
                         environments=list(dict.fromkeys(r.environment for r in results)),
-                        variants=list(dict.fromkeys(r.variant for r in results)),
+                        variants=list(dict.fromkeys(r.variant for r in results))
+                        or case.variant_names,
                         created_at=now), runs, cap=100)
     for run, result in zip(runs, results, strict=True):
         assert store.finish(run.id, result)
