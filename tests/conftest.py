@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from worker.runtimes.local import LocalRuntime
 
 # Session fixtures every directory may use, loaded once (tests/fixtures/__init__.py says why).
-pytest_plugins = ["tests.fixtures.docker_engine", "tests.fixtures.databases", "tests.fixtures.ledger"]
+pytest_plugins = ["tests.fixtures.docker_engine", "tests.fixtures.databases", "tests.fixtures.ledger",
+                  "tests.fixtures.timing"]
 
 # The two environments the founding case was measured on (../shared/cases/tvm-17357).
 OLD_ENV, NEW_ENV = "tvm-0.25.0-cpu", "tvm-0.27.0.post1-cpu"
@@ -57,6 +58,16 @@ def unit_of(nodeid: str) -> str:
     if path.startswith("tests/hostile/") and "[local" in nodeid:
         return "hostile-local"
     return next((unit for prefix, unit in ONE_UNIT.items() if path.startswith(prefix)), path)
+
+
+# The unit of the test being set up: a session fixture made for it knows whose it is (the
+# private Docker engine keeps a data root per unit).
+CURRENT_UNIT = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.config.stash[CURRENT_UNIT] = unit_of(item.nodeid)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
