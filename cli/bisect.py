@@ -9,6 +9,7 @@ of CONTRACT.md, judged by the same code (tvmrepro.bisection).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 import uuid
@@ -78,6 +79,9 @@ def bisect_locally(case: Case, options: Options, runtime_name: str, tick: Tick,
     observed: list[Observation] = []
     todo = initial_probes(options)
     try:
+        # One zygote per release for the command (where the runtime forks sandboxes), started
+        # from this thread, which outlives the runs: a release's probes share its TVM import.
+        getattr(runtime, "start_zygotes", lambda _envs: None)(list(envs.values()))
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
             while todo:
                 _reserve(runtime, case, [envs[env_id] for env_id in todo], options.repeat)
@@ -151,7 +155,7 @@ def bisect_remotely(case: Case, options: Options, server: str | None, tick: Tick
         "kind": "bisect", "case": case.model_dump(mode="json", exclude_defaults=True),
         "environments": options.environments, "variant": options.variant,
         "oracle": options.oracle, "repeat": options.repeat, "strategy": options.strategy,
-        "wait": queue}
+        "bypass_cache": options.bypass_cache, "wait": queue}
     if options.reference:
         body["reference"] = options.reference
     job = client.submit(body)
@@ -162,6 +166,29 @@ def bisect_remotely(case: Case, options: Options, server: str | None, tick: Tick
             error_console().print(f"[yellow]warning:[/yellow] no live worker serves {env_id}; "
                                   "its probes wait until one does", highlight=False)
         return job.id, follow_bisect(client, job, tick)
+
+
+def bisect_on_up(case: Case, options: Options, runtime_name: str, tick: Tick, as_json: bool,
+                 history: History | None) -> dict[str, Any] | None:
+    """The bisection as a job of a live `tvmrepro up` on this home whose worker serves every
+    release asked for (its zygotes have TVM imported; the cache bypassed, as a run here would
+    be), annotated from `history`; None when there is no such `up` or it refused."""
+    from cli.remote import ServiceError, connect
+    from cli.up import warm_service
+
+    url = warm_service(Settings.from_env(), runtime_name, options.environments)
+    if url is None:
+        return None
+    error_console().print(f"bisecting on the warm sandboxes of `tvmrepro up` at {url} "
+                          "(--cold: sandboxes of this command's own)", highlight=False)
+    try:
+        job_id, found = bisect_remotely(case, dataclasses.replace(options, bypass_cache=True),
+                                        url, tick, as_json)
+    except (ServiceError, BadInput) as exc:  # it stopped, or its worker is not live yet
+        error_console().print(f"{exc}; running here", highlight=False)
+        return None
+    return found if history is None else annotate_remote(connect(url), job_id, found, case,
+                                                         history)
 
 
 def follow_bisect(client: ApiClient, job: JobView, tick: Tick) -> dict[str, Any]:
@@ -221,9 +248,12 @@ def _environments(env_ids: tuple[str, ...], device: str) -> list[Environment]:
 @click.option("--repeat", type=int, default=1, help="Runs per environment (disagreeing: flaky).")
 @click.option("--strategy", type=click.Choice(["all", "binary"]), default="all",
               help="Probe every environment at once, or both ends then halves.")
-@click.option("--local", is_flag=True, help="Run here, without the service.")
+@click.option("--local", is_flag=True, help="Run here, without the service (on the warm "
+              "sandboxes of a `tvmrepro up` on this home when it serves every release).")
 @click.option("--runtime", "runtime_name", type=click.Choice(["local", "docker"]), default="local",
               help="With --local: a sandboxed local environment, or the environment's image.")
+@click.option("--cold", is_flag=True, help="With --local: sandboxes of this command's own even "
+              "when a `tvmrepro up` on this home has warm ones.")
 @click.option("--json", "as_json", is_flag=True, help="Print the bisect object as JSON.")
 @click.option("--server", default=None, help=SERVER_HELP)
 @click.option("--queue", is_flag=True,
@@ -233,7 +263,7 @@ def _environments(env_ids: tuple[str, ...], device: str) -> list[Environment]:
               "(default: TVMREPRO_TVM_HISTORY).")
 def bisect(case_file: Path, variant: str | None, env_ids: tuple[str, ...], device: str,
                    oracle: str, reference: str | None, repeat: int, strategy: str, local: bool,
-                   runtime_name: str, as_json: bool, server: str | None, queue: bool,
+                   runtime_name: str, cold: bool, as_json: bool, server: str | None, queue: bool,
                    history: str | None) -> None:
     """Which releases show the bug, and where it changed (every transition)."""
     case = load_case_file(case_file)
@@ -245,7 +275,11 @@ def bisect(case_file: Path, variant: str | None, env_ids: tuple[str, ...], devic
     # The service's own history answers a job; --history asks for this one instead.
     known = chosen_history(history) if local or history else None
     with probe_progress(as_json) as tick:
-        if local:
+        on_up = None if not local or cold else bisect_on_up(case, options, runtime_name, tick,
+                                                            as_json, known)
+        if on_up is not None:
+            found = on_up
+        elif local:
             found = bisect_locally(case, options, runtime_name, tick, known)
         else:
             job_id, found = bisect_remotely(case, options, server, tick, as_json, queue)

@@ -8,7 +8,13 @@ from typing import Any
 
 import click
 
-from cli.narrowing import local_runtime, narrow_remotely, narrowing_options, write_case
+from cli.narrowing import (
+    local_runtime,
+    narrow_on_up,
+    narrow_remotely,
+    narrowing_options,
+    write_case,
+)
 from cli.output import EXIT_FAILURE, error_console, print_json, reports_errors, shown
 from cli.reduce import show_progress
 from tvmrepro.cases import load_case_file
@@ -25,18 +31,20 @@ from tvmrepro.environments import default_catalog
 @narrowing_options
 @reports_errors
 def extract_command(script_file: Path, env_id: str, at: str, local: bool, runtime_name: str,
-                    as_json: bool, output: Path | None, server: str | None) -> None:
+                    cold: bool, as_json: bool, output: Path | None, server: str | None) -> None:
     """Extract the IRModule and passes where SCRIPT fails (a pass, the build, VM creation)."""
     script = load_case_file(script_file)
     env = default_catalog().get(env_id, "--env")
-    if local:
+    found = (narrow_on_up("extract", script, env, runtime_name, show_progress, at=at)
+             if local and not cold else None)
+    if found is None and local:
         from worker.extraction import extract
 
-        runtime = local_runtime(runtime_name, env)
-        error_console().print(f"running {script_file.name} on {env.id} (extract mode) ...",
-                              highlight=False)
-        found = extract(script, env, runtime, at=at)
-    else:
+        with local_runtime(runtime_name, env) as runtime:
+            error_console().print(f"running {script_file.name} on {env.id} (extract mode) ...",
+                                  highlight=False)
+            found = extract(script, env, runtime, at=at)
+    elif found is None:
         found = narrow_remotely("extract", script, env, server, show_progress, at=at)
     write_case(output, found["case"])
     if as_json:

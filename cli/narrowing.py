@@ -3,9 +3,10 @@ a --local run, and the job that runs them through the service otherwise."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,15 @@ Progress = Callable[[dict[str, Any]], None]
 
 
 def narrowing_options(command: Command) -> Command:
-    """--local, --runtime, --json, -o and --server (applied bottom-up, shown in this order)."""
+    """--local, --runtime, --cold, --json, -o and --server (applied bottom-up, shown in this order)."""
     options = [
-        click.option("--local", is_flag=True, help="Run here, without the service."),
+        click.option("--local", is_flag=True, help="Run here, without the service (on the "
+                     "warm sandboxes of a `tvmrepro up` on this home when it serves ENV)."),
         click.option("--runtime", "runtime_name", type=click.Choice(["local", "docker"]),
                      default="local", help="With --local: a sandboxed local environment, or "
                                            "the environment's image."),
+        click.option("--cold", is_flag=True, help="With --local: sandboxes of this command's "
+                     "own even when a `tvmrepro up` on this home has warm ones."),
         click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON."),
         click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
                      default=None, help="Also write the case (JSON) here."),
@@ -41,13 +45,22 @@ def narrowing_options(command: Command) -> Command:
     return command
 
 
-def local_runtime(runtime_name: str, env: Environment) -> Runtime:
-    """The runtime of a --local run, with env provisioned here when it is missing."""
+@contextlib.contextmanager
+def local_runtime(runtime_name: str, env: Environment) -> Iterator[Runtime]:
+    """The runtime of a --local command, with env provisioned here when it is missing, closed
+    at the end. Its runs share one TVM import: where sandboxes are forked (the local runtime),
+    env's zygote is started first and forks them all."""
     from worker.runtimes import make_runtime
 
     runtime = make_runtime(runtime_name, Settings.from_env())
-    runtime.fingerprint(env)
-    return runtime
+    try:
+        runtime.fingerprint(env)
+        start_zygotes = getattr(runtime, "start_zygotes", None)
+        if start_zygotes is not None:
+            start_zygotes([env])
+        yield runtime
+    finally:
+        getattr(runtime, "close", lambda: None)()
 
 
 def write_case(output: Path | None, case: dict[str, Any]) -> None:
@@ -85,6 +98,26 @@ def narrow_remotely(kind: str, case: Case, env: Environment, server: str | None,
     with resumable(client, job.id, as_json=True):
         job = follow_narrowing(client, job, kind, progress)
     return narrowing_answer(job)
+
+
+def narrow_on_up(kind: str, case: Case, env: Environment, runtime_name: str,
+                 progress: Progress, **fields: Any) -> dict[str, Any] | None:
+    """A reduce or extract job of a live `tvmrepro up` on this home whose worker serves env
+    (TVM imported there already), as narrow_remotely gives it; None when there is no such `up`,
+    or it stopped or refused (the command then runs here)."""
+    from cli.up import warm_service
+
+    url = warm_service(Settings.from_env(), runtime_name, [env.id])
+    if url is None:
+        return None
+    error_console().print(f"running on the warm sandboxes of `tvmrepro up` at {url} "
+                          "(--cold: sandboxes of this command's own)", highlight=False)
+    try:
+        return narrow_remotely(kind, case, env, url, progress, **fields)
+    except (ServiceError, BadInput) as exc:  # it stopped, its worker is not live yet, or the
+        # answer is that there is none: here that answer comes again, in this command's words
+        error_console().print(f"{exc}; running here", highlight=False)
+        return None
 
 
 def narrowing_answer(job: JobView) -> dict[str, Any]:

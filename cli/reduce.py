@@ -7,7 +7,13 @@ from typing import Any
 
 import click
 
-from cli.narrowing import local_runtime, narrow_remotely, narrowing_options, write_case
+from cli.narrowing import (
+    local_runtime,
+    narrow_on_up,
+    narrow_remotely,
+    narrowing_options,
+    write_case,
+)
 from cli.output import error_console, print_json, reports_errors, shown
 from tvmrepro.cases import load_case_file
 from tvmrepro.environments import default_catalog
@@ -38,28 +44,31 @@ def show_progress(event: dict[str, Any]) -> None:
               default=DEFAULT_BUDGET_S, show_default=True,
               help="Time budget; when it is spent, the best case so far.")
 @click.option("--workers", type=click.IntRange(1, 64), default=2, show_default=True,
-              help="With --local: candidate runs at once (one sandbox each).")
+              help="With --local: candidate runs at once (one sandbox each; on a `tvmrepro up`, "
+                   "its worker's).")
 @narrowing_options
 @reports_errors
 def reduce_command(case_file: Path, env_id: str, variant_name: str | None, oracle: str,
-                   budget_s: int, workers: int, local: bool, runtime_name: str, as_json: bool,
-                   output: Path | None, server: str | None) -> None:
+                   budget_s: int, workers: int, local: bool, runtime_name: str, cold: bool,
+                   as_json: bool, output: Path | None, server: str | None) -> None:
     """Shrink a case's pass list and module while the oracle still holds."""
     case = load_case_file(case_file)
     env = default_catalog().get(env_id, "--env")
     variant = select_variants(case, (variant_name,) if variant_name else (), "--variant")
     if len(variant) != 1:
         raise BadInput("--variant", f"name the variant to reduce; the case has {variant}")
-    if local:
+    fields = {"variant": variant[0], "oracle": oracle, "budget_s": budget_s}
+    found = (narrow_on_up("reduce", case, env, runtime_name, show_progress, **fields)
+             if local and not cold else None)
+    if found is None and local:
         from worker.reduction import Options, reduce_case
 
         options = Options(env=env, variant=variant[0], oracle=oracle, budget_s=budget_s,
                           workers=workers)
-        found = reduce_case(case, options, local_runtime(runtime_name, env),
-                            progress=show_progress)
-    else:
-        found = narrow_remotely("reduce", case, env, server, show_progress, variant=variant[0],
-                                oracle=oracle, budget_s=budget_s)
+        with local_runtime(runtime_name, env) as runtime:
+            found = reduce_case(case, options, runtime, progress=show_progress)
+    elif found is None:
+        found = narrow_remotely("reduce", case, env, server, show_progress, **fields)
     write_case(output, found["case"])
     if as_json:
         print_json(found)

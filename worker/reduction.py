@@ -8,7 +8,9 @@ to the harness's check mode, which keeps only modules that parse and are no
 less well formed than the case (a case that is not well formed lets the oracle
 judge candidates that are not either) and prints them back as canonical
 TVMScript where this release's printing parses back. Up to `workers` sandboxes
-run at once; a time budget ends the reduction with the best case so far.
+run at once; a candidate whose content (module text and passes) was judged
+before is not run again, nor twice in one batch; a time budget ends the
+reduction with the best case so far.
 """
 
 from __future__ import annotations
@@ -61,6 +63,11 @@ def ddmin(items: Sequence[T], first_holding: Callable[[list[list[T]]], int | Non
     if len(current) == 1 and first_holding([[]]) == 0:
         return []
     return current
+
+
+def content_key(source: str, passes: list[Any]) -> tuple[str, str]:
+    """What makes two candidates the same run: the module's text and the pass list."""
+    return source, repr(passes)
 
 
 def source_lines(source: str) -> int:
@@ -132,8 +139,9 @@ class Reducer:
         return result
 
     def holds(self, source: str, passes: list[Any]) -> bool:
-        """Whether the oracle still says `bad` for this module and pass list (memoized)."""
-        key = (source, repr(passes))
+        """Whether the oracle still says `bad` for this module and pass list (memoized: a
+        candidate whose content was judged before is not run again)."""
+        key = content_key(source, passes)
         if key not in self.memo:
             self.state.runs += 1
             self.memo[key] = judge(self.oracle, self._run(source, passes),
@@ -141,23 +149,45 @@ class Reducer:
         return self.memo[key]
 
     def first_holding(self, configs: list[tuple[str, list[Any]]]) -> int | None:
-        """Index of the first (source, passes) that holds; `workers` sandboxes at a time."""
+        """Index of the first (source, passes) that holds; `workers` sandboxes at a time, each
+        content run once (judged before, or twice in `configs`: its verdict is reused)."""
         width = max(1, self.options.workers)
         with ThreadPoolExecutor(max_workers=width) as pool:
-            for start in range(0, len(configs), width):
+            start = 0
+            while start < len(configs):
                 self._check_budget()
-                batch = configs[start:start + width]
-                self._reserve(batch)
-                verdicts = list(pool.map(lambda c: self.holds(*c), batch))
-                if any(verdicts):
-                    return start + verdicts.index(True)
+                end = self._batch_end(configs, start, width)
+                fresh = list({content_key(*c): c for c in configs[start:end]
+                              if content_key(*c) not in self.memo}.values())
+                self._reserve(len(fresh))
+                list(pool.map(lambda c: self.holds(*c), fresh))
+                for index in range(start, end):
+                    if self.memo[content_key(*configs[index])]:
+                        return index
+                start = end
         return None
 
-    def _reserve(self, batch: list[tuple[str, list[Any]]]) -> None:
-        """Start the sandboxes of the batch's runs at once, from this (long-lived) thread: their
-        TVM imports overlap (runs judged before need none)."""
+    def _batch_end(self, configs: list[tuple[str, list[Any]]], start: int, width: int) -> int:
+        """Where the batch from `start` ends: at `width` contents not judged yet (those judged
+        and repeats come along, costing no run), or just after one known to hold (nothing after
+        it need run)."""
+        fresh: set[tuple[str, str]] = set()
+        end = start
+        while end < len(configs):
+            key = content_key(*configs[end])
+            if self.memo.get(key):
+                return end + 1
+            if key not in self.memo and key not in fresh:
+                if len(fresh) == width:
+                    break
+                fresh.add(key)
+            end += 1
+        return end
+
+    def _reserve(self, count: int) -> None:
+        """Start the sandboxes of a batch's `count` runs at once, from this (long-lived) thread:
+        their starts overlap."""
         reserve = getattr(self.runtime, "reserve", None)
-        count = len({(source, repr(passes)) for source, passes in batch} - set(self.memo))
         if reserve is not None and count:
             reserve(self.options.env, self.case.timeout_s, self.case.memory_mb, count=count)
 
@@ -207,7 +237,7 @@ class Reducer:
         """The original run: the reference the `signature` oracle compares with."""
         self.reference = self._run(self.state.source, self.state.passes)
         self.state.runs += 1
-        self.memo[(self.state.source, repr(self.state.passes))] = True
+        self.memo[content_key(self.state.source, self.state.passes)] = True
         if judge(self.oracle, self.reference, self.reference) is not Verdict.BAD or (
                 self.oracle.kind == "signature" and Status(self.reference["status"]) not in FAILING):
             raise BadInput("CASE", f"variant {self.options.variant!r} on {self.options.env.id} "

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import default_catalog
-from worker.reduction import Options, ddmin, reduce_case, source_lines
+from worker.reduction import Options, Reducer, ddmin, reduce_case, source_lines
 from worker.runtimes.base import Execution, SandboxJob
 
 
@@ -139,3 +141,38 @@ def test_a_spent_budget_returns_the_best_so_far() -> None:
                         FakeReducingRuntime())  # type: ignore[arg-type]
     assert found["finished"] is False
     assert found["after"] == found["before"]
+
+
+class SlowFakeRuntime(FakeReducingRuntime):
+    """A fake whose runs take a while: two candidates at once overlap."""
+
+    def execute(self, job: SandboxJob) -> Execution:
+        time.sleep(0.05)
+        return super().execute(job)
+
+
+def test_a_candidate_whose_content_was_judged_is_not_run_again() -> None:
+    runtime = SlowFakeRuntime()
+    env = default_catalog().environments[0]
+    reducer = Reducer(fake_case(), Options(env=env, variant="v", workers=2), runtime)  # type: ignore[arg-type]
+    reducer.baseline()
+    source = reducer.state.source
+    # The same content twice in one batch (two at once), then again in a later call.
+    configs = [(source, ["Normalize"]), (source, ["Normalize"]), (source, ["FoldConstant"]),
+               (source, ["FuseOps"])]
+    assert reducer.first_holding(configs) == 3
+    assert reducer.first_holding([(source, ["FoldConstant"]), (source, ["FuseOps"])]) == 1
+    ran = [[p["name"] for p in job.case["variants"][0]["passes"]] for job in runtime.jobs[1:]]
+    assert sorted(ran) == [["FoldConstant"], ["FuseOps"], ["Normalize"]]
+    assert reducer.state.runs == 1 + 3
+
+
+def test_nothing_after_a_candidate_known_to_hold_is_run() -> None:
+    runtime = FakeReducingRuntime()
+    env = default_catalog().environments[0]
+    reducer = Reducer(fake_case(), Options(env=env, variant="v", workers=2), runtime)  # type: ignore[arg-type]
+    reducer.baseline()
+    source = reducer.state.source
+    assert reducer.first_holding([(source, ["FuseOps"])]) == 0
+    assert reducer.first_holding([(source, ["FuseOps"]), (source, ["Normalize"])]) == 0
+    assert len(runtime.jobs) == 1 + 1

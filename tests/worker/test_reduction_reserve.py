@@ -48,3 +48,28 @@ def test_a_batch_of_candidates_takes_sandboxes_reserved_for_it_together(
         assert reducer.warm == [True, True] and not any(runtime.reserved.waiting.values())
     finally:
         runtime.close()
+
+
+def test_with_the_commands_zygote_no_run_or_check_of_a_reduction_imports_tvm(
+        settings: Settings, tvm_envs: dict[str, Environment],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    env = tvm_envs[NEW_ENV]
+    runtime = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 0}))
+    cold: list[str] = []  # sandboxes that imported TVM themselves
+    start = runtime.start
+    monkeypatch.setattr(runtime, "start", lambda env, limits: cold.append(env.id) or start(env, limits))
+    # status:ok: the fake module runs fine on real TVM, and so "shows the bug".
+    reducer = RecordingReducer(fake_case(), Options(env=env, variant="v", oracle="status:ok"),  # type: ignore[arg-type]
+                               runtime)
+    reducer.warm = []
+    try:
+        runtime.start_zygotes([env])
+        reducer.baseline()
+        assert reducer.check([reducer.state.source], reducer.state.module)[0]["ok"]
+        passes = reducer.state.passes
+        assert reducer.first_holding([(reducer.state.source, passes[:1]),
+                                      (reducer.state.source, passes[:2])]) == 0
+        assert reducer.warm == [True, True, True] and cold == []
+        assert runtime.zygotes is not None and list(runtime.zygotes.running) == [env.id]
+    finally:
+        runtime.close()

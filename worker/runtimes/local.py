@@ -341,8 +341,42 @@ class LocalRuntime:
             self.zygotes.disable(f"a sandbox forked for {env.id} did not get ready: "
                                  f"{sandbox.outputs[1].output.text()[-2000:]}")
 
+    def start_zygotes(self, envs: list[Environment]) -> None:
+        """Start the zygotes of `envs` at once (their TVM imports overlap) and wait until they
+        are ready: from then on every sandbox of theirs is forked, one TVM import per
+        environment for all of a command's runs. A zygote dies with the thread that started it:
+        the caller's must outlive the runs (a one-shot command's main thread). Where one does
+        not get ready, forking is turned off and each sandbox imports TVM itself."""
+        if self.zygotes is None or not self.zygotes.enabled:
+            return
+        launched: list[tuple[Environment, Zygote]] = []
+        try:
+            for env in envs:
+                launched.append((env, self._launch_zygote(env)))
+            for env, zygote in launched:
+                self._zygote_ready(env, zygote)
+        except RuntimeFault as exc:
+            for _env, zygote in launched:
+                zygote.stop()
+            self.zygotes.disable(str(exc))
+            return
+        for env, zygote in launched:
+            self.zygotes.adopt(env, zygote)
+
     def _start_zygote(self, env: Environment) -> Zygote:
         """env's zygote, started and ready (it imported TVM); RuntimeFault if it did not get so."""
+        return self._zygote_ready(env, self._launch_zygote(env))
+
+    def _zygote_ready(self, env: Environment, zygote: Zygote) -> Zygote:
+        """`zygote`, once it imported TVM; stopped and RuntimeFault if it did not get so."""
+        if not zygote.wait_ready():
+            why = zygote.log_tail() if not zygote.alive() else "it took too long"
+            zygote.stop()
+            raise RuntimeFault(f"the zygote of {env.id} did not get ready: {why}")
+        return zygote
+
+    def _launch_zygote(self, env: Environment) -> Zygote:
+        """env's zygote, started (it goes on importing TVM); RuntimeFault if it cannot start."""
         hold = contextlib.ExitStack()
         envdir = hold.enter_context(in_use(self.settings, env))
         rundir = self._prepare()
@@ -361,12 +395,7 @@ class LocalRuntime:
         finally:
             for fd in (control_fd, *fds):
                 os.close(fd)
-        zygote = Zygote(proc, control, hold, rundir)
-        if not zygote.wait_ready():
-            why = zygote.log_tail() if not zygote.alive() else "it took too long"
-            zygote.stop()
-            raise RuntimeFault(f"the zygote of {env.id} did not get ready: {why}")
-        return zygote
+        return Zygote(proc, control, hold, rundir)
 
     def start(self, env: Environment, limits: Limits) -> LocalSandbox:
         """Start a sandbox for env with these limits; it imports TVM and waits for a case."""
@@ -473,7 +502,10 @@ class LocalRuntime:
                 return warm, True
             if cancelled():
                 return None, False
-        return self.start(env, limits), False
+        # Forked by env's zygote where one lives (a one-shot command's, start_zygotes), else
+        # started with an import of its own.
+        forked = self._fork(env, limits, start_zygote=False)
+        return (forked, True) if forked is not None else (self.start(env, limits), False)
 
     def _refill(self, env: Environment) -> None:
         """Start what env's pool lacks, once the run is over (its CPU is the run's meanwhile)."""

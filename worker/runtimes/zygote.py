@@ -234,6 +234,14 @@ class Zygotes:
                 self._disable(str(exc))
         return zygote
 
+    def adopt(self, env: Environment, zygote: Zygote) -> None:
+        """Fork env's sandboxes from `zygote` (started and ready) from now on."""
+        with self.lock:
+            replaced = self.running.pop(env.id, None)
+            self.running[env.id] = zygote
+        if replaced is not None:
+            replaced.stop()
+
     def disable(self, why: str) -> None:
         """Forking does not work here: stop every zygote, start none again (logged)."""
         with self.lock:
