@@ -136,8 +136,8 @@ function renderDuplicates(job) {
   const issueLink = (issue) => /^https:\/\/[\w.-]+\/[\w./#-]*$/.test(issue.url || "")
     ? el("a", { href: issue.url, rel: "noreferrer" }, `#${issue.number}`) : `#${issue.number}`;
   fill($("job-duplicates"), found.length ? "Likely duplicate of " : null,
-    found.map((issue, i) => [i ? "; " : "", issueLink(issue), ` (${issue.title})`,
-      el("span", { class: "hint" }, ` the same signature: ${issue.signature}`)]));
+    found.map((issue, i) => [i ? "; " : "", issueLink(issue), ` (${issue.title})`]),
+    el("span", { class: "hint" }, ` \u00b7 a triage saw it fail with this job's signature`));
 }
 
 /** The cancel button: shown while runs wait or run, to the browser that submitted the job. */
