@@ -59,6 +59,7 @@ def test_up_serves_and_runs_with_no_external_service(tmp_path: Path, test_home: 
         assert httpx.get(f"{url}/healthz").json()["status"] == "ok"
         worker_pid = _worker_pid(home)
         _check_run_local_takes_the_warm_sandboxes(tvmrepro, environ, url, runs)
+        _check_extract_local_takes_the_warm_sandboxes(tvmrepro, environ, url)
         _check_an_api_process_exiting_keeps_the_announcement(up.pid, worker_pid, home)
     finally:
         os.kill(up.pid, signal.SIGTERM)
@@ -110,6 +111,16 @@ def test_up_serves_an_environment_provisioned_after_it_started(
         runs = json.loads(proc.stdout)["runs"]
         assert [(r["environment"], r["status"], r["stage"]) for r in runs] == [
             (NEW_ENV, "error", "vm_init")], runs
+        # `bisect --local` on this home hands its probes to that worker, which serves both.
+        proc = subprocess.run([tvmrepro, "bisect", str(shared_case("tvm-17357/case.json")),
+                               "--local", "--env", OLD_ENV, "--env", NEW_ENV, "--variant",
+                               "fusetir-once", "--json"],
+                              env=environ, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert f"warm sandboxes of `tvmrepro up` at {url}" in proc.stderr
+        probes = json.loads(proc.stdout)["probes"]
+        assert [(p["environment"], p["verdict"]) for p in probes] == [
+            (OLD_ENV, "bad"), (NEW_ENV, "bad")], probes
     finally:
         os.killpg(up.pid, signal.SIGTERM)
         up.wait(30)
@@ -122,6 +133,23 @@ def _wait_for(condition: Callable[[], bool], seconds: float, home: Path,
         assert up.poll() is None and time.monotonic() < deadline, \
             (home / "up.log").read_text()[-3000:]
         time.sleep(0.3)
+
+
+def _check_extract_local_takes_the_warm_sandboxes(tvmrepro: str, environ: dict[str, str],
+                                                  url: str) -> None:
+    """`extract --local` on the home of a live `up` that serves its environment is a job there;
+    with --cold it runs here (no job there)."""
+    def jobs() -> int:
+        return int(httpx.get(f"{url}/api/v1/jobs").json()["total"])
+
+    before = jobs()
+    script = str(shared_case("tvm-17357/original.py"))
+    proc = subprocess.run([tvmrepro, "extract", script, "--local", "--env", NEW_ENV, "--json"],
+                          env=environ, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert f"warm sandboxes of `tvmrepro up` at {url}" in proc.stderr
+    assert json.loads(proc.stdout)["reproduces"] is True
+    assert jobs() == before + 1
 
 
 def _check_run_local_takes_the_warm_sandboxes(tvmrepro: str, environ: dict[str, str], url: str,
