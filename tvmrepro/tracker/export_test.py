@@ -80,7 +80,8 @@ def _script_literal(script: str) -> str:
 
 _TEMPLATE_HEAD = '''"""Known bug: {title}.
 
-Found by tvm-repro (job {job}): on apache-tvm {release}, {what}.
+Found by tvm-repro (job {job}):
+on apache-tvm {release}, {what}.
 Signature: {signature}
 
 A strict xfail: while the bug is there the test xfails; the change that fixes it makes the test
