@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,7 +22,13 @@ from tvmrepro.errors import BadInput
 from tvmrepro.results import Result
 from tvmrepro.settings import Settings
 from tvmrepro.tracker.importing import ImportedReport, import_file
-from tvmrepro.tracker.known import bug_signature, known_issues
+from tvmrepro.tracker.known import (
+    KnownIssue,
+    bug_signature,
+    known_issues,
+    likely_duplicates,
+    result_bug_signature,
+)
 from tvmrepro.tracker.triage import TriageAnswer, TriageRun, triage
 
 if TYPE_CHECKING:
@@ -159,6 +165,32 @@ def record_known_issues(reports: list[ImportedReport], answer: TriageAnswer,
         store.dispose()
     error_console().print(f"{len(issues)} known issue(s) kept for likely duplicates",
                           highlight=False)
+
+
+def known_here(runs: list[dict[str, Any]], title: str, settings: Settings) -> list[KnownIssue]:
+    """The issues a triage on this home kept that fail with a signature of these runs (none
+    where this home has no store yet: a read makes none)."""
+    import sqlalchemy as sa
+
+    from tvmrepro.store import open_store
+
+    signatures = [found for run in runs if (found := result_bug_signature(run)) is not None]
+    url = sa.engine.make_url(settings.store_url)
+    if not signatures or (url.get_backend_name() == "sqlite"
+                          and not Path(url.database or "").exists()):
+        return []
+    store = open_store(settings.store_url, pooled=False)
+    try:
+        return likely_duplicates(signatures, store.known_issues_failing_with(signatures), title)
+    finally:
+        store.dispose()
+
+
+def print_duplicates(issues: list[KnownIssue]) -> None:
+    """A line per likely duplicate, after a run's table."""
+    for issue in issues:
+        click.echo(shown(f"likely duplicate of #{issue.number} ({issue.title}) {issue.url or ''}"
+                         .rstrip()))
 
 
 def _print_answer(answer: TriageAnswer) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.tracker import record_known_issues
+from cli.tracker import known_here, record_known_issues
 from tests.conftest import NEW_ENV
 from tests.tracker.conftest import founding_case, segfault_case
 from tests.tracker.stored_jobs import job_view, stored_job
@@ -88,3 +88,16 @@ def test_a_new_report_failing_as_an_issue_did_is_its_likely_duplicate(
     view = job_view(tmp_path, store, stored_job(store, renamed, [crashed]))
     assert [i.number for i in view.likely_duplicates] == [17348, 20191]
     store.dispose()
+
+
+@pytest.mark.tvm
+def test_a_local_run_names_its_likely_duplicates(tmp_path: Path,
+                                                 new_failures: dict[str, Result]) -> None:
+    runs = [new_failures["error"].to_json()]
+    bare = Settings.from_env({"TVMREPRO_HOME": str(tmp_path / "bare")})
+    assert known_here(runs, "a new report", bare) == []
+    assert not (tmp_path / "bare").exists()  # a read makes no store
+    _corpus_store(tmp_path).dispose()
+    here = Settings.from_env({"TVMREPRO_HOME": str(tmp_path)})
+    assert [i.number for i in known_here(runs, "a new report", here)] == [17357]
+    assert known_here(runs, "#17357", here) == []
