@@ -161,8 +161,6 @@ def run(case_file: Path, env_ids: tuple[str, ...], variant_names: tuple[str, ...
         runtime_name: str, cold: bool, as_json: bool, server: str | None, no_wait: bool,
         bypass_cache: bool, queue: bool, title: str | None) -> None:
     """Run a case (.json) or a repro script (.py) on pinned TVM environments."""
-    from cli.tracker import known_here, print_duplicates
-
     case = load_case_file(case_file)
     if title is not None:
         case = case.model_copy(update={"title": title})
@@ -176,6 +174,8 @@ def run(case_file: Path, env_ids: tuple[str, ...], variant_names: tuple[str, ...
                      bypass_cache, queue)
         return
     runs = run_locally(case, envs, variants, runtime_name, cold)
+    from cli.tracker import known_here, print_duplicates  # the tracker's imports: here only
+
     duplicates = known_here(runs, case.title, Settings.from_env())
     if as_json:
         print_json({"runs": runs} | ({"likely_duplicates": [issue.model_dump(mode="json")
