@@ -174,7 +174,7 @@ def run(case_file: Path, env_ids: tuple[str, ...], variant_names: tuple[str, ...
                      bypass_cache, queue)
         return
     runs = run_locally(case, envs, variants, runtime_name, cold)
-    from cli.tracker import known_here, print_duplicates  # the tracker's imports: here only
+    from cli.tracker import known_here, print_duplicates
 
     duplicates = known_here(runs, case.title, Settings.from_env())
     if as_json:
