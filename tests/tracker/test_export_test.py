@@ -9,13 +9,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from cli.cli import main
 from tests.conftest import NEW_ENV
+from tests.service.stack import Backend, Stack, make_home
 from tests.tracker.conftest import founding_case, segfault_case
 from tests.tracker.stored_jobs import job_view, stored_job
 from tvmrepro.environments import default_catalog
 from tvmrepro.results import Result
-from tvmrepro.store import open_store
 from tvmrepro.tracker.export_test import (
     chosen_case,
     export_test,
@@ -39,11 +41,8 @@ def test_the_failure_a_signature_stands_for() -> None:
     assert pattern == r"at\s+0x[0-9a-fA-F]+\s+in\s+\S+:\s+bad"
 
 
-def _env_python() -> Path:
-    from tvmrepro.settings import Settings
-
-    home = Path(os.environ.get("TVMREPRO_TEST_HOME", Path.home() / ".cache" / "tvmrepro-test"))
-    return Settings.from_env({"TVMREPRO_HOME": str(home)}).home / "envs" / NEW_ENV / "bin" / "python"
+def _env_python(test_home: Path) -> str:
+    return str(test_home / "envs" / NEW_ENV / "bin" / "python")
 
 
 def _plain(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -52,20 +51,30 @@ def _plain(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
+def _exported(stack: Stack, job_id: str, path: Path) -> None:
+    """`tvmrepro export-test JOB -o PATH` against the stack's API."""
+    ran = CliRunner().invoke(main, ["export-test", job_id, "--server", stack.url, "-o", str(path)])
+    assert ran.exit_code == 0, ran.output
+
+
 @pytest.mark.tvm
 def test_an_exported_test_xfails_until_the_bug_is_gone(
-        tmp_path: Path, new_failures: dict[str, Result]) -> None:
-    store = open_store(f"sqlite:///{tmp_path / 'store.sqlite'}", pooled=False)
-    founding = job_view(tmp_path, store, stored_job(store, founding_case(),
-                                                    [new_failures["error"]]))
-    crash = job_view(tmp_path, store, stored_job(store, segfault_case(), [new_failures["crash"]]))
-    store.dispose()
-    tests = tmp_path / "tests"
-    tests.mkdir()
-    text = export_test(founding, default_catalog())
+        tmp_path: Path, test_home: Path, new_failures: dict[str, Result]) -> None:
+    stack = Stack(Backend("embedded"), make_home(tmp_path, test_home))
+    try:
+        founding_id = stored_job(stack.store, founding_case(), [new_failures["error"]])
+        crash_id = stored_job(stack.store, segfault_case(), [new_failures["crash"]])
+        stack.start_api()
+        tests = tmp_path / "tests"
+        tests.mkdir()
+        _exported(stack, founding_id, tests / "test_founding.py")
+        _exported(stack, crash_id, tests / "test_segfault.py")
+        founding = job_view(tmp_path, stack.store, founding_id)
+    finally:
+        stack.close()
+    text = (tests / "test_founding.py").read_text()
+    assert text == export_test(founding, default_catalog())
     assert "tvmrepro" not in text.replace("tvm-repro", "")  # nothing of this project
-    (tests / "test_founding.py").write_text(text)
-    (tests / "test_segfault.py").write_text(export_test(crash, default_catalog()))
     # The same test of the variant that does not fail: as the bug's fix would make it pass.
     chosen = chosen_case(founding)
     env = default_catalog().get(NEW_ENV)
@@ -78,7 +87,7 @@ def test_an_exported_test_xfails_until_the_bug_is_gone(
     (tests / "test_other.py").write_text(known_bug_test(
         chosen.case, chosen.variant, env.release, env.target, chosen.result.get("rewrites"),
         other, founding.id))
-    done = _plain([str(_env_python()), "-m", "pytest", "-p", "no:cacheprovider", "-rfxX", "-q",
+    done = _plain([_env_python(test_home), "-m", "pytest", "-p", "no:cacheprovider", "-rfxX", "-q",
                    str(tests)], tmp_path)
     summary, shown = done.stdout.strip().splitlines()[-1], done.stdout[-3000:]
     assert "2 failed" in summary and "2 xfailed" in summary, shown
@@ -87,5 +96,5 @@ def test_an_exported_test_xfails_until_the_bug_is_gone(
     assert "FAILED tests/test_other.py::test_known_bug_" in done.stdout, shown
     assert "InternalError with another message" in done.stdout, shown
     # As a plain script: 0 while the bug reproduces.
-    script = _plain([str(_env_python()), str(tests / "test_segfault.py")], tmp_path)
+    script = _plain([_env_python(test_home), str(tests / "test_segfault.py")], tmp_path)
     assert script.returncode == 0, script.stderr[-2000:]
