@@ -341,6 +341,9 @@ def finish_run(client: ApiClient, job: JobView, as_json: bool) -> None:
         print_json({"runs": runs, "job": job.model_dump(mode="json")})
         return
     Console(width=max(Console().width, 120)).print(matrix_view(job))
+    from cli.tracker import print_duplicates
+
+    print_duplicates(job.likely_duplicates)
 
 
 def matrix_view(job: JobView) -> Group:

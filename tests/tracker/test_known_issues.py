@@ -8,9 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from cli.cli import main
 from cli.tracker import known_here, record_known_issues
 from tests.conftest import NEW_ENV
+from tests.service.stack import Backend, Stack, make_home
 from tests.tracker.conftest import founding_case, segfault_case
 from tests.tracker.stored_jobs import job_view, stored_job
 from tvmrepro.report import render_report
@@ -101,3 +104,20 @@ def test_a_local_run_names_its_likely_duplicates(tmp_path: Path,
     here = Settings.from_env({"TVMREPRO_HOME": str(tmp_path)})
     assert [i.number for i in known_here(runs, "a new report", here)] == [17357]
     assert known_here(runs, "#17357", here) == []
+
+
+@pytest.mark.tvm
+def test_the_command_line_names_a_jobs_likely_duplicates(
+        tmp_path: Path, test_home: Path, new_failures: dict[str, Result]) -> None:
+    stack = Stack(Backend("embedded"), make_home(tmp_path, test_home))
+    try:
+        reports, answer = _corpus_triaged()
+        stack.store.record_known_issues(known_issues(reports, answer), [17357])
+        job_id = stored_job(stack.store, founding_case(), [new_failures["error"]])
+        stack.start_api()
+        ran = CliRunner().invoke(main, ["wait", job_id, "--server", stack.url])
+    finally:
+        stack.close()
+    assert ran.exit_code == 0, ran.output
+    assert ("likely duplicate of #17357 ([Bug] Missing PackedFunc with Specific Transformation "
+            "Sequence in Relax Module) https://github.com/apache/tvm/issues/17357") in ran.output
