@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -17,6 +18,10 @@ from tests.service.stack import Backend, Stack, make_home
 from tests.tracker.conftest import founding_case, segfault_case
 from tests.tracker.stored_jobs import job_view, stored_job
 from tvmrepro.environments import default_catalog
+from tvmrepro.errors import BadInput
+from tvmrepro.lifecycle import JobStatus, RunState
+from tvmrepro.models import JobView, Matrix, RunView
+from tvmrepro.narrowing import Extraction, Reduction
 from tvmrepro.results import Result
 from tvmrepro.tracker.export_test import (
     chosen_case,
@@ -39,6 +44,43 @@ def test_the_failure_a_signature_stands_for() -> None:
     assert known_failure("crash: SIGSEGV", None, "SIGSEGV").signal == "SIGSEGV"
     pattern = message_pattern("at 0x7f00ab in /tmp/x/y.py:  bad")
     assert pattern == r"at\s+0x[0-9a-fA-F]+\s+in\s+\S+:\s+bad"
+
+
+SOURCE = ("from tvm.script import ir as I\nfrom tvm.script import relax as R\n\n"
+          "@I.ir_module\nclass Module:\n    pass\n")
+REDUCED = {"source": SOURCE, "module": "Module",
+           "variants": [{"name": "once", "passes": [{"name": "LambdaLift", "args": {}}]}]}
+
+
+def _narrowing_job(kind: str, case: dict[str, Any] | None) -> JobView:
+    """A finished reduce or extract job whose one run failed with the signature it kept."""
+    signature = "InternalError at LambdaLifter::VisitExpr_ (f_gv)"
+    result = {"status": "error", "signature": signature, "error_type": "InternalError",
+              "message": "Check failed: f_gv is not lifted"}
+    answer = {"state": "done", "environment": NEW_ENV, "case": case, "signature": signature}
+    return JobView(
+        id="j", kind=kind, title="t", status=JobStatus.DONE, created_at="now",
+        environments=[NEW_ENV], variants=["once"], bypass_cache=True, cached_runs=0,
+        runs=[RunView(id="r", variant="once", environment=NEW_ENV, state=RunState.DONE,
+                      cached=False, deliveries=1, result=result)],
+        matrix=Matrix(variants=[], environments=[], cells=[], groups=[], comparisons=[]),
+        case={"source": "x = 1\n"},
+        reduce=Reduction(oracle="signature", variant="once", budget_s=60, **answer)
+        if kind == "reduce" else None,
+        extract=Extraction(at="build", **answer) if kind == "extract" else None)
+
+
+@pytest.mark.parametrize("kind", ["reduce", "extract"])
+def test_a_narrowing_job_exports_its_narrowed_case(kind: str) -> None:
+    job = _narrowing_job(kind, REDUCED)
+    chosen = chosen_case(job)
+    assert (chosen.case, chosen.variant, chosen.environment) == (REDUCED, "once", NEW_ENV)
+    text = export_test(job, default_catalog())
+    compile(text, "test_exported.py", "exec")  # a Python file, whatever the case holds
+    assert "mod = transform('LambdaLift')(mod)" in text
+    assert "NAMES = ['f_gv']" in text and "ERROR_TYPE = 'InternalError'" in text
+    with pytest.raises(BadInput, match="no case yet"):
+        chosen_case(_narrowing_job(kind, None))
 
 
 def _env_python(test_home: Path) -> str:
