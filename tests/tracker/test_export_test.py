@@ -140,3 +140,14 @@ def test_an_exported_test_xfails_until_the_bug_is_gone(
     # As a plain script: 0 while the bug reproduces.
     script = _plain([_env_python(test_home), str(tests / "test_segfault.py")], tmp_path)
     assert script.returncode == 0, script.stderr[-2000:]
+
+
+def test_any_title_and_script_make_a_python_file() -> None:
+    failure = known_failure("ValueError: bad", "bad", None)
+    case = {"title": 'a """title""" \\ with\nlines', "script": "x = '''\\\\'''\nraise ValueError('bad')\\\n"}
+    text = known_bug_test(case, "script", "0.27.0", "llvm", None, failure, "j")
+    namespace: dict[str, Any] = {}
+    compile(text, "test_exported.py", "exec")
+    # Up to where it imports TVM (to name the error's class).
+    exec(compile(text.split("\nEXPECTED = ")[0], "head.py", "exec"), namespace)
+    assert namespace["SCRIPT"].endswith(case["script"])  # the script as it is, after its head
