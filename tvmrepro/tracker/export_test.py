@@ -48,9 +48,9 @@ def known_failure(signature: str, message: str | None, signal: str | None) -> Kn
         raise BadInput("job", f"cannot test for the signature {signature!r}")
     names = tuple(n.strip() for n in (match["names"] or "").split(",") if n.strip())
     # The program's names survive rewordings between releases; without them, the message.
-    first_line = (message or "").strip().splitlines()[0] if message and message.strip() else None
+    lines = (message or "").strip().splitlines()
     return KnownFailure(signature=signature, error_type=match["type"], names=names,
-                        message=None if names else first_line)
+                        message=None if names or not lines else lines[0])
 
 
 def message_pattern(message: str) -> str:
