@@ -132,7 +132,8 @@ class Server(BaseApplication):
             self.cfg.set(key, value)
 
     def load(self) -> Any:
-        """The WSGI app (called in each gunicorn process)."""
+        """The WSGI app (called in each gunicorn process: its store and broker connections are
+        the process's own)."""
         from service.app import create_app
 
         return create_app(self.settings)
@@ -140,4 +141,9 @@ class Server(BaseApplication):
 
 def serve(settings: Settings, host: str | None = None, port: int | None = None) -> None:
     """Serve the API until stopped (blocks)."""
+    # The app's modules are imported once, here in gunicorn's master (nothing happens at their
+    # import): each worker forked from it starts with them, not with three seconds of imports of
+    # its own, at every start and every restart of a worker.
+    import service.app  # noqa: F401
+
     Server(settings, host or settings.host, port or settings.port).run()

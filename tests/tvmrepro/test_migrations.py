@@ -4,6 +4,8 @@ may start at once."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -147,3 +149,20 @@ def test_many_processes_may_open_a_new_store_at_once(url: str) -> None:
     with store.engine.connect() as conn:
         assert conn.execute(sa.select(t.admission)).all() == [(1, 0)]
     store.dispose()
+
+
+def test_the_newest_revision_is_alembic_s_head() -> None:
+    from alembic.script import ScriptDirectory
+
+    expected = ScriptDirectory.from_config(migrations.alembic_config()).get_current_head()
+    assert migrations.head() == expected
+
+
+def test_opening_a_current_store_does_not_import_alembic(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    Store(url).create_schema()  # made (and migrated) here, then opened by a fresh process
+    opened = subprocess.run(
+        [sys.executable, "-c", "import sys; from tvmrepro.store import Store; "
+         f"Store({url!r}).create_schema(); print('alembic' in sys.modules)"],
+        capture_output=True, text=True, check=True)
+    assert opened.stdout.strip() == "False"

@@ -15,14 +15,16 @@ tests/tvmrepro/test_migrations.py fails while the two disagree.
 
 from __future__ import annotations
 
+import ast
+import functools
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent
 # Any fixed number: PostgreSQL advisory locks are named by integers.
@@ -31,22 +33,37 @@ ADVISORY_LOCK_KEY = 0x7476_6D72  # "tvmr"
 
 def alembic_config(connection: Connection | None = None) -> Config:
     """Alembic's configuration for the store's migrations (run on `connection`, when given)."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.attributes["connection"] = connection
     return config
 
 
+# Every process that opens a store checks its revision, and nearly always finds it current:
+# that check reads versions/ and the alembic_version table itself. Alembic (half a second of
+# imports in each API, worker and command process) is imported only to upgrade.
+@functools.cache
 def head() -> str:
-    """The newest revision."""
-    found = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    assert found is not None  # versions/ is never empty
-    return found
+    """The newest revision: the one that no revision in versions/ names as its parent."""
+    revisions: set[str] = set()
+    parents: set[str | None] = set()
+    for path in (MIGRATIONS_DIR / "versions").glob("[0-9]*.py"):
+        names = {target.id: node.value for node in ast.parse(path.read_text()).body
+                 if isinstance(node, ast.Assign) for target in node.targets
+                 if isinstance(target, ast.Name)}
+        revisions.add(ast.literal_eval(names["revision"]))
+        parents.add(ast.literal_eval(names["down_revision"]))
+    (newest,) = revisions - parents  # the revisions form one line
+    return newest
 
 
 def current(connection: Connection) -> str | None:
     """The revision a database is at (None: never migrated)."""
-    return MigrationContext.configure(connection).get_current_revision()
+    if not sa.inspect(connection).has_table("alembic_version"):
+        return None
+    return connection.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
 
 
 def upgrade(connection: Connection) -> None:
@@ -55,4 +72,6 @@ def upgrade(connection: Connection) -> None:
         connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"),
                            {"key": ADVISORY_LOCK_KEY})
     if current(connection) != head():  # read under the lock: another process may have done it
+        from alembic import command
+
         command.upgrade(alembic_config(connection), "head")
