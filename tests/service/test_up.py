@@ -63,7 +63,7 @@ def test_up_serves_and_runs_with_no_external_service(tmp_path: Path, test_home: 
         _check_an_api_process_exiting_keeps_the_announcement(up.pid, worker_pid, home)
     finally:
         os.kill(up.pid, signal.SIGTERM)
-        up.wait(30)
+        up.wait(60)  # a clean stop, on a loaded machine
     assert not (home / "up.json").exists(), "the announcement outlived `tvmrepro up`"
     deadline = time.monotonic() + 30
     while pid_alive(worker_pid):  # the worker goes with it
@@ -123,7 +123,7 @@ def test_up_serves_an_environment_provisioned_after_it_started(
             (OLD_ENV, "bad"), (NEW_ENV, "bad")], probes
     finally:
         os.killpg(up.pid, signal.SIGTERM)
-        up.wait(30)
+        up.wait(60)  # a clean stop, on a loaded machine
 
 
 def _wait_for(condition: Callable[[], bool], seconds: float, home: Path,
