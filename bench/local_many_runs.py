@@ -8,8 +8,8 @@ Side by side, interleaved so that drift hits all alike:
   (LambdaLift and AllocateWorkspace kept, REDUCED_LINES lines);
 - bisect: `tvmrepro bisect CASE --local --oracle signature --json` over every CPU release.
 Each command runs as `python -m cli` from this checkout (with no `tvmrepro up` on its home),
-so the script measures the code beside it. Prints medians and each as a ratio to bare, in
-seconds and in CPU seconds (user + system of the command's processes).
+so the script measures the code beside it. Prints medians and each as a ratio to bare (on a
+machine busy with other work the ratios move a lot: run it on a quiet one).
 
     .venv/bin/python bench/local_many_runs.py [--repeat 3] [--budget-s 600]
 """
@@ -30,7 +30,6 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.bisect_vs_bare import children_cpu  # noqa: E402
 from bench.service_vs_bare import CASE, bare_script, summary, time_bare  # noqa: E402
 from tvmrepro.environments import default_catalog  # noqa: E402
 from tvmrepro.settings import Settings  # noqa: E402
@@ -41,17 +40,15 @@ REDUCED_PASSES = ["LambdaLift", "AllocateWorkspace"]
 REDUCED_LINES = 16
 
 
-def time_command(args: list[str]) -> tuple[float, float, dict[str, Any]]:
-    """Seconds and CPU seconds for one `tvmrepro ARGS --json` of this checkout, and what it
-    printed."""
-    cpu = children_cpu()
+def time_command(args: list[str]) -> tuple[float, dict[str, Any]]:
+    """Seconds for one `tvmrepro ARGS --json` of this checkout, and what it printed."""
     started = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "cli", *args, "--json"], cwd=REPO,
                           capture_output=True, text=True, env=dict(os.environ))
     elapsed = time.perf_counter() - started
     if proc.returncode != 0:
         raise SystemExit(f"tvmrepro {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
-    return elapsed, children_cpu() - cpu, json.loads(proc.stdout)
+    return elapsed, json.loads(proc.stdout)
 
 
 def checked_reduction(found: dict[str, Any]) -> str:
@@ -80,31 +77,22 @@ def main() -> None:
                    "--budget-s", args.budget_s]
     bisect_args = ["bisect", str(CASE), "--local", "--variant", VARIANT, "--oracle", "signature",
                    *[arg for env in envs for arg in ("--env", env.id)]]
-    samples: dict[str, list[float]] = {name: [] for name in (
-        "bare", "reduce", "bisect", "bare_cpu", "reduce_cpu", "bisect_cpu")}
+    samples: dict[str, list[float]] = {"bare": [], "reduce": [], "bisect": []}
     answers: set[str] = set()
     for _ in range(args.repeat):
-        cpu = children_cpu()
         samples["bare"].append(time_bare(env_python(settings, newest), script))
-        samples["bare_cpu"].append(children_cpu() - cpu)
         for name, command in (("reduce", reduce_args), ("bisect", bisect_args)):
-            seconds, cpu_seconds, found = time_command(command)
+            seconds, found = time_command(command)
             samples[name].append(seconds)
-            samples[f"{name}_cpu"].append(cpu_seconds)
             answers.add(checked_reduction(found) if name == "reduce"
                         else f"bisect verdict {found['verdict']}")
-    bare, bare_cpu = statistics.median(samples["bare"]), statistics.median(samples["bare_cpu"])
+    bare = statistics.median(samples["bare"])
     print(f"founding case, variant {VARIANT}, reduced on {newest.id}, {args.repeat} runs each "
           f"({os.cpu_count()} cores): {'; '.join(sorted(answers))}")
     print(f"{'':<28} {'median':>8} {'min':>8} {'max':>8} {'/bare':>9}")
     print(summary("bare cold python", samples["bare"], bare))
     print(summary("reduce --local", samples["reduce"], bare))
     print(summary(f"bisect --local, {len(envs)} releases", samples["bisect"], bare))
-    # CPU seconds (the command's whole process tree): on a machine busy with other work, what
-    # the wall-clock ratios cannot show.
-    print(summary("bare, CPU seconds", samples["bare_cpu"], bare_cpu))
-    print(summary("reduce --local, CPU seconds", samples["reduce_cpu"], bare_cpu))
-    print(summary("bisect --local, CPU seconds", samples["bisect_cpu"], bare_cpu))
     print(json.dumps(samples))
 
 

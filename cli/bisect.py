@@ -79,9 +79,12 @@ def bisect_locally(case: Case, options: Options, runtime_name: str, tick: Tick,
     observed: list[Observation] = []
     todo = initial_probes(options)
     try:
-        # One zygote per release for the command (where the runtime forks sandboxes), started
-        # from this thread, which outlives the runs: a release's probes share its TVM import.
-        getattr(runtime, "start_zygotes", lambda _envs: None)(list(envs.values()))
+        if options.repeat > 1:
+            # One zygote per release for the command (where the runtime forks sandboxes),
+            # started from this thread, which outlives the runs: a release's repeats share its
+            # TVM import. Not for one probe per release: waiting for ten zygotes before the
+            # first probe was slower than ten sandboxes each importing TVM as it starts.
+            getattr(runtime, "start_zygotes", lambda _envs: None)(list(envs.values()))
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
             while todo:
                 _reserve(runtime, case, [envs[env_id] for env_id in todo], options.repeat)
