@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import NEW_ENV, OLD_ENV, shared_case
 from tests.fixtures.docker_engine import runs_left, wait_for_container
-from tests.worker.test_local_runtime import HOSTILE, HOSTILE_TIMEOUT_S
+from tests.worker.test_local_runtime import HOSTILE, hostile_timeout_s
 from tests.worker.test_warm_sandboxes import wait_warm
 from tvmrepro.cases import load_case_file, parse_case
 from tvmrepro.environments import Environment
@@ -99,7 +99,7 @@ def test_hostile_script_ends_with_status(name: str, warm: bool, request: pytest.
     env = docker_envs[NEW_ENV]
     runtime = request.getfixturevalue("warm_docker" if warm else "docker_runtime")
     run = run_warm if warm else run_script
-    result = run(runtime, env, script, timeout_s=HOSTILE_TIMEOUT_S, memory_mb=2048)
+    result = run(runtime, env, script, timeout_s=hostile_timeout_s(expected), memory_mb=2048)
     assert result.status == expected, (result.message, result.log.stderr[-2000:])
     assert result.stage == "script"
     assert runs_left(docker_client) == []
