@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import re
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,18 +20,14 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from rich.console import Console
-from werkzeug.serving import make_server
 
 from cli.cli import main
 from cli.output import runs_table
-from service.app import create_app
-from service.jobs import JobService
 from tests.conftest import NEW_ENV
-from tests.service.stack import free_port
+from tests.service.stack import api_in_thread
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import Environment
 from tvmrepro.results import Log, PassRecord, Result, Status
-from tvmrepro.settings import Settings
 from worker.runner import run_variant
 from worker.runtimes.local import LocalRuntime
 
@@ -45,27 +40,17 @@ RAW = re.compile("[\x07\x1b\x9b]")
 @pytest.fixture
 def crafted_job(tmp_path: Path) -> Iterator[tuple[str, str]]:
     """The URL of a real API and the id of a job whose one run has a crafted result."""
-    settings = Settings.from_env({"TVMREPRO_HOME": str(tmp_path / "service")})
-    app = create_app(settings)
-    service: JobService = app.extensions["tvmrepro"]
-    http = make_server("127.0.0.1", free_port(), app, threaded=True)
-    thread = threading.Thread(target=http.serve_forever, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{http.server_port}"
-    answer = app.test_client().post("/api/v1/jobs", json={
-        "case": {"title": EVIL, "script": "print(1)\n"}, "environments": [NEW_ENV],
-        "wait": True})
-    job: dict[str, Any] = answer.get_json()
-    run = job["runs"][0]
-    service.store.finish(run["id"], Result(
-        environment=NEW_ENV, variant=run["variant"], status=Status.ERROR, stage=EVIL,
-        error_type=EVIL, message=EVIL, signature=EVIL, rewrites=[EVIL], reproducer=EVIL,
-        passes=[PassRecord(index=0, name=EVIL, seconds=0.1, functions=[], ir=EVIL)],
-        log=Log(stdout=EVIL, stderr=EVIL)))
-    yield url, job["id"]
-    http.shutdown()
-    thread.join()
-    service.store.dispose()
+    with api_in_thread(tmp_path / "service") as (url, service):
+        job: dict[str, Any] = httpx.post(f"{url}/api/v1/jobs", json={
+            "case": {"title": EVIL, "script": "print(1)\n"}, "environments": [NEW_ENV],
+            "wait": True}).json()
+        run = job["runs"][0]
+        service.store.finish(run["id"], Result(
+            environment=NEW_ENV, variant=run["variant"], status=Status.ERROR, stage=EVIL,
+            error_type=EVIL, message=EVIL, signature=EVIL, rewrites=[EVIL], reproducer=EVIL,
+            passes=[PassRecord(index=0, name=EVIL, seconds=0.1, functions=[], ir=EVIL)],
+            log=Log(stdout=EVIL, stderr=EVIL)))
+        yield url, job["id"]
 
 
 def test_no_command_prints_a_raw_escape_from_a_run(crafted_job: tuple[str, str]) -> None:

@@ -10,22 +10,19 @@ the VM's creation on a function LambdaLift made; `twice` fails at its fourth pas
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from click.testing import CliRunner
-from werkzeug.serving import make_server
 
 from cli.cli import main
-from service.app import create_app
 from service.jobs import JobService
 from tests.conftest import NEW_ENV
-from tests.service.stack import free_port
+from tests.service.stack import api_in_thread
 from tvmrepro.results import FunctionInfo, PassRecord, Result, Status
-from tvmrepro.settings import Settings
 
 SYMBOL = "fused_attention_gv"
 STEP_NUMBER = re.compile(r"\bstep \d|\(\d\)")  # a pass numbered any other way
@@ -42,17 +39,17 @@ def _passes(names: list[str], irs: list[str]) -> list[PassRecord]:
 @pytest.fixture
 def finished_job(tmp_path: Path) -> Iterator[tuple[str, str]]:
     """The URL of a real API and the id of a finished two-variant job."""
-    settings = Settings.from_env({"TVMREPRO_HOME": str(tmp_path / "service")})
-    app = create_app(settings)
-    service: JobService = app.extensions["tvmrepro"]
-    http = make_server("127.0.0.1", free_port(), app, threaded=True)
-    thread = threading.Thread(target=http.serve_forever, daemon=True)
-    thread.start()
+    with api_in_thread(tmp_path / "service") as (url, service):
+        yield url, finished(url, service)
+
+
+def finished(url: str, service: JobService) -> str:
+    """A two-variant job submitted to the API at `url`, its results stored."""
     case = {"source": "from tvm.script import ir as I\n", "variants": [
         {"name": "once", "passes": ["FuseTIR", "LambdaLift", "AllocateWorkspace"]},
         {"name": "twice", "passes": ["FuseTIR", "LambdaLift", "FuseTIR", "AllocateWorkspace"]}]}
-    job: dict[str, Any] = app.test_client().post("/api/v1/jobs", json={
-        "case": case, "environments": [NEW_ENV], "wait": True}).get_json()
+    job: dict[str, Any] = httpx.post(f"{url}/api/v1/jobs", json={
+        "case": case, "environments": [NEW_ENV], "wait": True}).json()
     once, twice = job["runs"]
     service.store.finish(once["id"], Result(
         environment=NEW_ENV, variant="once", status=Status.ERROR, stage="vm_init",
@@ -62,10 +59,7 @@ def finished_job(tmp_path: Path) -> Iterator[tuple[str, str]]:
         environment=NEW_ENV, variant="twice", status=Status.ERROR,
         stage="pass:3:AllocateWorkspace", error_type="InternalError", message="Check failed",
         passes=_passes(["FuseTIR", "LambdaLift", "FuseTIR"], ["a", "b", "d"])))
-    yield f"http://127.0.0.1:{http.server_port}", job["id"]
-    http.shutdown()
-    thread.join()
-    service.store.dispose()
+    return str(job["id"])
 
 
 def _command(url: str, *args: str) -> str:

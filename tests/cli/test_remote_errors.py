@@ -8,21 +8,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from werkzeug.serving import make_server
 
 from cli.cli import main
 from cli.up import announced
-from service.app import create_app
-from service.jobs import JobService
 from tests.conftest import NEW_ENV, OLD_ENV, REPO
-from tests.service.stack import free_port
+from tests.service.stack import api_in_thread, free_port
 from tvmrepro.settings import Settings
 
 MAX_BYTES = 4096
@@ -31,18 +27,9 @@ MAX_BYTES = 4096
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
     """The URL of a real API that takes requests up to MAX_BYTES and queues one run at most."""
-    settings = Settings.from_env({"TVMREPRO_HOME": str(tmp_path / "service"),
-                                  "TVMREPRO_MAX_REQUEST_BYTES": str(MAX_BYTES),
-                                  "TVMREPRO_MAX_QUEUED_RUNS": "1"})
-    app = create_app(settings)
-    http = make_server("127.0.0.1", free_port(), app, threaded=True)
-    thread = threading.Thread(target=http.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{http.server_port}"
-    http.shutdown()
-    thread.join()
-    service: JobService = app.extensions["tvmrepro"]
-    service.store.dispose()
+    with api_in_thread(tmp_path / "service", TVMREPRO_MAX_REQUEST_BYTES=str(MAX_BYTES),
+                       TVMREPRO_MAX_QUEUED_RUNS="1") as (url, _):
+        yield url
 
 
 def tvmrepro(*args: str, env: dict[str, str] | None = None) -> Result:

@@ -15,17 +15,21 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from tests.conftest import HISTORY_INDEX, REPO
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store
+
+if TYPE_CHECKING:
+    from service.jobs import JobService
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
@@ -260,3 +264,24 @@ def sleeping_script(seconds: float, tag: str = "") -> dict[str, Any]:
 def dump(data: Any) -> str:
     """JSON for assertion messages."""
     return json.dumps(data, indent=1)[:4000]
+
+
+@contextlib.contextmanager
+def api_in_thread(home: Path, **overrides: str) -> Iterator[tuple[str, JobService]]:
+    """A real API (the app and its store in `home`) served from a thread of this process: its
+    URL and its job service (to store results no runtime made). Needs no worker."""
+    from werkzeug.serving import make_server
+
+    from service.app import create_app
+
+    app = create_app(Settings.from_env({"TVMREPRO_HOME": str(home), **overrides}))
+    http = make_server("127.0.0.1", free_port(), app, threaded=True)
+    thread = threading.Thread(target=http.serve_forever, daemon=True)
+    thread.start()
+    service: JobService = app.extensions["tvmrepro"]
+    try:
+        yield f"http://127.0.0.1:{http.server_port}", service
+    finally:
+        http.shutdown()
+        thread.join()
+        service.store.dispose()

@@ -151,12 +151,17 @@ class SlowFakeRuntime(FakeReducingRuntime):
         return super().execute(job)
 
 
-def test_a_candidate_whose_content_was_judged_is_not_run_again() -> None:
-    runtime = SlowFakeRuntime()
+def two_at_once(runtime: FakeReducingRuntime) -> tuple[Reducer, str]:
+    """A reducer judging two candidates at once, its baseline run, and its source."""
     env = default_catalog().environments[0]
     reducer = Reducer(fake_case(), Options(env=env, variant="v", workers=2), runtime)  # type: ignore[arg-type]
     reducer.baseline()
-    source = reducer.state.source
+    return reducer, reducer.state.source
+
+
+def test_a_candidate_whose_content_was_judged_is_not_run_again() -> None:
+    runtime = SlowFakeRuntime()
+    reducer, source = two_at_once(runtime)
     # The same content twice in one batch (two at once), then again in a later call.
     configs = [(source, ["Normalize"]), (source, ["Normalize"]), (source, ["FoldConstant"]),
                (source, ["FuseOps"])]
@@ -169,10 +174,7 @@ def test_a_candidate_whose_content_was_judged_is_not_run_again() -> None:
 
 def test_nothing_after_a_candidate_known_to_hold_is_run() -> None:
     runtime = FakeReducingRuntime()
-    env = default_catalog().environments[0]
-    reducer = Reducer(fake_case(), Options(env=env, variant="v", workers=2), runtime)  # type: ignore[arg-type]
-    reducer.baseline()
-    source = reducer.state.source
+    reducer, source = two_at_once(runtime)
     assert reducer.first_holding([(source, ["FuseOps"])]) == 0
     assert reducer.first_holding([(source, ["FuseOps"]), (source, ["Normalize"])]) == 0
     assert len(runtime.jobs) == 1 + 1
