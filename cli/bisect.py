@@ -79,11 +79,12 @@ def bisect_locally(case: Case, options: Options, runtime_name: str, tick: Tick,
     observed: list[Observation] = []
     todo = initial_probes(options)
     try:
-        if options.repeat > 1:
+        if options.repeat > 1 and options.strategy == "all":
             # One zygote per release for the command (where the runtime forks sandboxes),
             # started from this thread, which outlives the runs: a release's repeats share its
             # TVM import. Not for one probe per release: waiting for ten zygotes before the
-            # first probe was slower than ten sandboxes each importing TVM as it starts.
+            # first probe was slower than ten sandboxes each importing TVM as it starts; nor
+            # for the binary strategy, which probes a few of them.
             getattr(runtime, "start_zygotes", lambda _envs: None)(list(envs.values()))
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
             while todo:
@@ -96,7 +97,7 @@ def bisect_locally(case: Case, options: Options, runtime_name: str, tick: Tick,
                     tick(found["progress"]["done"], found["progress"]["total"])
                 found, todo = evaluate(options, observed)
     finally:
-        getattr(runtime, "close", lambda: None)()
+        runtime.close()
     firsts: dict[str, dict[str, Any]] = {}
     for obs in observed:
         firsts.setdefault(obs.environment, obs.result or {})

@@ -60,7 +60,7 @@ def local_runtime(runtime_name: str, env: Environment) -> Iterator[Runtime]:
             start_zygotes([env])
         yield runtime
     finally:
-        getattr(runtime, "close", lambda: None)()
+        runtime.close()
 
 
 def write_case(output: Path | None, case: dict[str, Any]) -> None:

@@ -29,7 +29,7 @@ from tvmrepro.tracker.known import (
     likely_duplicates,
     result_bug_signature,
 )
-from tvmrepro.tracker.triage import TriageAnswer, TriageRun, triage
+from tvmrepro.tracker.triage import TriageAnswer, TriageRun, Verdict, triage
 
 if TYPE_CHECKING:
     from worker.runtimes.base import Runtime
@@ -159,8 +159,12 @@ def record_known_issues(reports: list[ImportedReport], answer: TriageAnswer,
     store = open_store(settings.store_url, pooled=False)
     try:
         issues = known_issues(reports, answer)
+        # What is kept of a report that could not be measured now stays as it was.
+        unmeasured = {line.number for line in answer.reports
+                      if line.verdict == Verdict.INCOMPATIBLE}
         store.record_known_issues(issues, [r.number for r in reports
-                                           if r.number is not None and r.script is not None])
+                                           if r.number is not None and r.script is not None
+                                           and r.number not in unmeasured])
     finally:
         store.dispose()
     error_console().print(f"{len(issues)} known issue(s) kept for likely duplicates",

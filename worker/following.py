@@ -41,10 +41,12 @@ def _record_fingerprints(settings: Settings, envs: list[Environment]) -> None:
     from worker.runtimes import make_runtime
 
     store = Store(settings.store_url, pooled=False)
+    runtime = make_runtime(settings.runtime, settings)
     try:
         # The local runtime's fingerprint of a provisioned environment is its file: no build.
-        prepare(make_runtime(settings.runtime, settings), envs, store)
+        prepare(runtime, envs, store)
     finally:
+        runtime.close()  # its cgroup, made as root
         store.dispose()
 
 

@@ -102,9 +102,7 @@ def _warm_at_start(**_: object) -> None:
 def _close_at_exit(**_: object) -> None:
     """A pool process that stops removes its waiting sandboxes (warm containers included)."""
     if _context is not None and _context.pid == os.getpid():
-        close = getattr(_context.runtime, "close", None)
-        if callable(close):
-            close()
+        _context.runtime.close()
 
 
 def infra_error(claim: Claim, error_type: str, message: str, log_text: str = "") -> Result:

@@ -70,6 +70,9 @@ class FakeRuntime:
     def __init__(self, settings: Settings, script: Script = directive) -> None:
         self.settings, self.script = settings, script
 
+    def close(self) -> None:
+        """Nothing is held: no sandbox waits."""
+
     def fingerprint(self, env: Environment) -> dict[str, Any]:
         """The fingerprint the local runtime made of env, as recorded in FINGERPRINTS."""
         recorded: dict[str, dict[str, Any]] = json.loads(FINGERPRINTS.read_text())

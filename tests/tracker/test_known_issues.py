@@ -66,6 +66,9 @@ def test_an_issues_own_report_is_no_duplicate_of_it() -> None:
              for n in (20191, 17348)]
     assert [i.number for i in likely_duplicates(["s", "s"], known)] == [17348, 20191]
     assert [i.number for i in likely_duplicates(["s"], known, "#20191")] == [17348]
+    # The file import wrote for an issue, run as it is: titled by its name.
+    assert [i.number for i in likely_duplicates(["s"], known, "20191.py")] == [17348]
+    assert [i.number for i in likely_duplicates(["s"], known, "#2019")] == [17348, 20191]
     assert likely_duplicates(["other"], known) == []
 
 

@@ -37,7 +37,10 @@ def _runs(*statuses: str) -> list[TriageRun]:
     ("ValueError: bad", ("ok", "error", "ok"), Verdict.FIXED, "env-2"),
     ("ValueError: bad", ("ok", "ok"), Verdict.NEVER_REPRODUCED, None),
     ("ValueError: bad", ("incompatible", "incompatible"), Verdict.INCOMPATIBLE, None),
-    ("ValueError: bad", ("error", "incompatible"), Verdict.REPRODUCES, None),
+    # The newest release cannot run it: no answer for now, whatever the older ones said.
+    ("ValueError: bad", ("error", "incompatible"), Verdict.INCOMPATIBLE, None),
+    ("ValueError: bad", ("error", "infra_error"), Verdict.INCOMPATIBLE, None),
+    ("ValueError: bad", ("incompatible", "error"), Verdict.REPRODUCES, None),
     # A quoted segfault that became a clean error is a fix.
     ("Segmentation fault (core dumped)", ("crash", "error"), Verdict.FIXED, "env-1"),
     ("Segmentation fault (core dumped)", ("error", "error"), Verdict.NEVER_REPRODUCED, None),

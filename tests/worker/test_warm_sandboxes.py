@@ -153,6 +153,24 @@ def test_where_no_zygote_works_each_sandbox_imports_tvm_itself(
         runtime.close()
 
 
+def test_a_one_shot_command_whose_forks_fail_runs_cold(tvm_envs: dict[str, Environment],
+                                                       settings: Settings) -> None:
+    """A command's zygote (start_zygotes, no pool) whose forked sandboxes die before they are
+    ready: the run starts a sandbox that imports TVM itself, and forking is given up."""
+    runtime = LocalRuntimeWhoseForksFail(settings.model_copy(update={"warm_sandboxes": 0}))
+    if runtime.bwrap is None:
+        pytest.skip("bubblewrap is not installed")
+    try:
+        runtime.start_zygotes([tvm_envs[NEW_ENV]])
+        result = run_variant(parse_case({"script": "print('cold')\n"}), "script",
+                             tvm_envs[NEW_ENV], runtime)
+        assert result.status == "ok" and result.log.stdout == "cold\n", result.message
+        assert result.isolation["warm"] is False
+        assert runtime.zygotes is not None and runtime.zygotes.enabled is False
+    finally:
+        runtime.close()
+
+
 def test_a_sandbox_that_died_while_waiting_costs_no_run(warm: LocalRuntime,
                                                         tvm_envs: dict[str, Environment]) -> None:
     env = tvm_envs[NEW_ENV]

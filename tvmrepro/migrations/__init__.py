@@ -49,7 +49,9 @@ def head() -> str:
     """The newest revision: the one that no revision in versions/ names as its parent."""
     revisions: set[str] = set()
     parents: set[str | None] = set()
-    for path in (MIGRATIONS_DIR / "versions").glob("[0-9]*.py"):
+    for path in (MIGRATIONS_DIR / "versions").glob("*.py"):
+        if path.name == "__init__.py":
+            continue
         names = {target.id: node.value for node in ast.parse(path.read_text()).body
                  if isinstance(node, ast.Assign) for target in node.targets
                  if isinstance(target, ast.Name)}

@@ -3,6 +3,7 @@ report failing with that signature is named a likely duplicate of the issue."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -64,14 +65,16 @@ def known_issues(reports: list[ImportedReport], answer: TriageAnswer) -> list[Kn
 def likely_duplicates(signatures: Iterable[str], known: list[KnownIssue],
                       own_title: str = "") -> list[KnownIssue]:
     """The known issues that fail with one of `signatures`, in their order then by number. A
-    job made from an issue's own report (titled "#N", as import names it) is no duplicate of
-    that issue."""
+    job made from an issue's own report (titled "#N", as import names it, or run from the
+    file import wrote: N.py, N.json) is no duplicate of that issue."""
+    own = re.fullmatch(r"#?(\d+)(?:\.py|\.json)?", own_title.strip())
+    own_number = int(own.group(1)) if own else None
     by_signature: dict[str, list[KnownIssue]] = {}
     for issue in sorted(known, key=lambda issue: issue.number):
         by_signature.setdefault(issue.signature, []).append(issue)
     found: dict[int, KnownIssue] = {}
     for signature in signatures:
         for issue in by_signature.get(signature, []):
-            if own_title.strip() != f"#{issue.number}":
+            if issue.number != own_number:
                 found.setdefault(issue.number, issue)
     return list(found.values())

@@ -124,7 +124,9 @@ def verdict_of(report: ImportedReport, runs: list[TriageRun]) -> tuple[Verdict, 
     if report.script is None:
         return Verdict.NO_CODE, None
     measured = [run for run in runs if run.status not in NOT_MEASURED]
-    if not measured:
+    # Whether it fails now is the newest environment's answer alone: a script that newest
+    # release cannot run (its API moved on) neither reproduces nor is fixed there.
+    if not measured or runs[-1].status in NOT_MEASURED:
         return Verdict.INCOMPATIBLE, None
     crash = report.quoted_error_type == "crash"
     if fails(measured[-1], crash):

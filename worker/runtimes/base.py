@@ -136,6 +136,10 @@ class Runtime(Protocol):
         """What env's TVM has here (version, python, libinfo, pass names); RuntimeFault if none."""
         ...
 
+    def close(self) -> None:
+        """Give back what it holds (waiting sandboxes or containers, its cgroup)."""
+        ...
+
 
 def asked_cancelled(job: SandboxJob) -> bool:
     """Whether the run's job was cancelled; a check that fails (the store away) says no."""

@@ -464,15 +464,18 @@ class LocalRuntime:
         """The run in a sandbox that took the case; whether that one was warm."""
         cancelled = CancelCheck(job)
         for _ in range(HAND_OVER_ATTEMPTS):
-            sandbox, warm = self._sandbox_for(job.env, limits, cancelled)
+            sandbox, warm, forked = self._sandbox_for(job.env, limits, cancelled)
             if sandbox is None:  # cancelled while it waited for the pool's
                 return cancelled_before_start(self.isolation()), False
             try:
-                if sandbox.wait_ready(stop=cancelled) and self._enter_cgroup(sandbox, job) \
-                        and sandbox.hand_over(job, limits, key):
+                ready = sandbox.wait_ready(stop=cancelled)
+                if ready and self._enter_cgroup(sandbox, job) and sandbox.hand_over(job, limits,
+                                                                                   key):
                     return sandbox.finish(job, key, time.monotonic()), warm
                 if cancelled():  # while a cold sandbox imported TVM: nothing to run
                     return cancelled_before_start(dict(sandbox.isolation)), warm
+                if forked and not ready:  # forking fails here: the next attempt starts cold
+                    self._forked_sandbox_failed(job.env, sandbox)
             finally:
                 sandbox.discard()
         raise RuntimeFault(f"the sandbox for {job.env.id} died before it took the case")
@@ -488,24 +491,27 @@ class LocalRuntime:
         return sandbox.enter(cgroup)
 
     def _sandbox_for(self, env: Environment, limits: Limits, cancelled: Callable[[], bool]
-                     ) -> tuple[LocalSandbox | None, bool]:
+                     ) -> tuple[LocalSandbox | None, bool, bool]:
         """A warm sandbox whose limits cover the case's, else a fresh one with the case's own;
-        None when the run was cancelled while it waited for the pool's."""
+        None when the run was cancelled while it waited for the pool's. Whether it is warm, and
+        whether it was forked for this run just now."""
         reserved = self.reserved.take((env.id, limits))
         if reserved is not None:
-            return reserved, True
+            return reserved, True, False
         pooled = Limits.pooled(self.settings)
         if self.pool is not None and env.id in self.served and pooled.covers(limits):
             warm = self.pool.take((env.id, pooled), replace=False,  # refilled after the run
                                   stop=cancelled)
             if warm is not None:
-                return warm, True
+                return warm, True, False
             if cancelled():
-                return None, False
+                return None, False, False
         # Forked by env's zygote where one lives (a one-shot command's, start_zygotes), else
         # started with an import of its own.
         forked = self._fork(env, limits, start_zygote=False)
-        return (forked, True) if forked is not None else (self.start(env, limits), False)
+        if forked is not None:
+            return forked, True, True
+        return self.start(env, limits), False, False
 
     def _refill(self, env: Environment) -> None:
         """Start what env's pool lacks, once the run is over (its CPU is the run's meanwhile)."""
