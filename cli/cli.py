@@ -16,6 +16,7 @@ from cli.output import (
     print_json,
     print_runs,
     reports_errors,
+    shown,
 )
 from tvmrepro.cases import Case, load_case_file
 from tvmrepro.environments import Environment, default_catalog
@@ -176,7 +177,12 @@ def run(case_file: Path, env_ids: tuple[str, ...], variant_names: tuple[str, ...
     runs = run_locally(case, envs, variants, runtime_name, cold)
     from cli.tracker import known_here, print_duplicates
 
-    duplicates = known_here(runs, case.title, Settings.from_env())
+    try:
+        duplicates = known_here(runs, case.title, Settings.from_env())
+    except Exception as exc:  # the runs are the answer: a store that cannot be read loses none
+        error_console().print(f"likely duplicates not read: {shown(exc)}",
+                              highlight=False)
+        duplicates = []
     if as_json:
         print_json({"runs": runs} | ({"likely_duplicates": [issue.model_dump(mode="json")
                                                             for issue in duplicates]}

@@ -124,3 +124,19 @@ def test_the_command_line_names_a_jobs_likely_duplicates(
     assert ran.exit_code == 0, ran.output
     assert ("likely duplicate of #17357 ([Bug] Missing PackedFunc with Specific Transformation "
             "Sequence in Relax Module) https://github.com/apache/tvm/issues/17357") in ran.output
+
+
+@pytest.mark.tvm
+def test_a_store_that_cannot_be_read_loses_no_local_run(tmp_path: Path, test_home: Path,
+                                                        tvm_envs: dict[str, object]) -> None:
+    script = tmp_path / "repro.py"
+    script.write_text("raise ValueError('measured')\n")  # a signature: the store is asked
+    home = make_home(tmp_path, test_home)
+    answer = CliRunner().invoke(main, ["run", str(script), "--local", "--cold", "--env", NEW_ENV,
+                                       "--json"],
+                                env={"TVMREPRO_HOME": str(home),
+                                     "DATABASE_URL": "postgresql://127.0.0.1:1/nowhere"},
+                                catch_exceptions=False)
+    assert answer.exit_code == 0, answer.output
+    assert [run["status"] for run in json.loads(answer.stdout)["runs"]] == ["error"]
+    assert "likely duplicates not read" in answer.stderr
