@@ -256,7 +256,7 @@ def _duplicates(job: JobView) -> list[str]:
         url = issue.url or ""
         number = (f"[#{issue.number}]({url})" if _PLAIN_URL.fullmatch(url)
                   else f"#{issue.number}")
-        state = f", {issue.state.lower()}" if issue.state else ""
+        state = f", {code_span(issue.state.lower())}" if issue.state else ""
         lines.append(f"- **Likely duplicate of {number}** ({code_span(issue.title)}{state}): "
                      f"a triage saw it fail with {code_span(issue.signature)}")
     return lines

@@ -153,6 +153,7 @@ def test_several_blocks_are_joined_in_order_once_each() -> None:
     ([{"number": "1", "body": ""}], "[0].number"),
     ([{"number": 1, "body": ""}, {"number": 1, "body": ""}], "issues"),
     (["text"], "[0]"),
+    ([{"number": 1, "body": "", "state": "x" * 500}], "[0].state"),
 ])
 def test_bad_exports_name_what_is_wrong(data: object, field: str) -> None:
     with pytest.raises(BadInput) as caught:

@@ -186,8 +186,11 @@ def _export_entry(item: Any, index: int) -> ImportedReport:
     for field in ("title", "state", "url"):
         if item.get(field) is not None and not isinstance(item[field], str):
             raise BadInput(f"{where}.{field}", "must be a string")
-    return import_body(item["body"], number, item.get("title") or "", item.get("state"),
-                       item.get("url"))
+    state = item.get("state")
+    if state is not None and state.upper() not in ("OPEN", "CLOSED"):
+        raise BadInput(f"{where}.state", f"must be OPEN or CLOSED, got {state[:40]!r}")
+    return import_body(item["body"], number, item.get("title") or "",
+                       state.upper() if state else None, item.get("url"))
 
 
 def import_export(data: Any) -> list[ImportedReport]:
