@@ -72,12 +72,16 @@ def ir_command(job_id: str, run: str, index: int | None, step: int | None,
     """A run's TVMScript after each pass (RUN: VARIANT@ENVIRONMENT)."""
     client = connect(server)
     passes = client.run_part(job_id, run_id_of(client.job(job_id), run, "RUN"), "ir")["passes"]
-    field = "--pass" if step is None else "--step"
+    if step is not None and index is not None:
+        raise BadInput("--step", "give --pass INDEX or --step N, not both")
     if step is not None:
+        if not 1 <= step <= len(passes):
+            raise BadInput("--step", f"the run has steps 1 to {len(passes)} (--pass counts from 0),"
+                                     f" not {step}" if passes else "the run has no pass")
         index = step - 1
     if index is not None and not 0 <= index < len(passes):
-        raise BadInput(field, f"the run has passes 0 to {len(passes) - 1} ({FROM_ZERO}), not "
-                              f"{index}" if passes else "the run has no pass")
+        raise BadInput("--pass", f"the run has passes 0 to {len(passes) - 1} ({FROM_ZERO}), not "
+                                 f"{index}" if passes else "the run has no pass")
     click.echo(f"# {FROM_ZERO}")
     for number, record in enumerate(passes):
         if index in (None, number):

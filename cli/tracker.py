@@ -197,21 +197,28 @@ def print_duplicates(issues: list[KnownIssue]) -> None:
                          .rstrip()))
 
 
-def _print_answer(answer: TriageAnswer) -> None:
+def _named(number: int | None) -> str:
+    """An issue by its number; one issue's Markdown has none."""
+    return f"#{number}" if number is not None else "the report"
+
+
+def print_answer(answer: TriageAnswer) -> None:
     for line in answer.reports:
         since = f" since {line.since}" if line.since else ""
         grouped = f" group {line.group}" if line.group else ""
         statuses = ", ".join(f"{env}: {status}" for env, status in line.statuses.items())
         state = f" {line.state}" if line.state else ""
-        click.echo(shown(f"#{line.number}{state}: {line.verdict.value}{since}{grouped} "
+        click.echo(shown(f"{_named(line.number)}{state}: {line.verdict.value}{since}{grouped} "
                          f"({statuses or line.no_code})"))
     for group in answer.groups:
         if len(group.reports) > 1:
-            click.echo(shown(f"group {group.id}: {group.reports}, representative "
-                             f"#{group.representative}: {group.signature}"))
+            members = ", ".join(_named(number) for number in group.reports)
+            click.echo(shown(f"group {group.id}: {members}, representative "
+                             f"{_named(group.representative)}: {group.signature}"))
     for entry in answer.audit:
         since = f" (since {entry.since})" if entry.since else ""
-        click.echo(shown(f"audit: #{entry.number} {entry.state}: {entry.finding.value}{since}"))
+        click.echo(shown(f"audit: {_named(entry.number)} {entry.state}: "
+                         f"{entry.finding.value}{since}"))
 
 
 @click.command("triage")
@@ -240,7 +247,7 @@ def triage_command(source: Path, env_ids: tuple[str, ...], local: bool, record: 
     if as_json:
         print_json(answer.to_json())
     else:
-        _print_answer(answer)
+        print_answer(answer)
 
 
 @click.command("export-test")

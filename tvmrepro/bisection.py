@@ -21,10 +21,9 @@ from tvmrepro.cases import Case
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.outputs import compare_outputs
-from tvmrepro.results import Status
+from tvmrepro.results import FAILING, NOT_MEASURED, Status
 
-FAILING = frozenset({Status.ERROR, Status.CRASH, Status.TIMEOUT, Status.OOM})
-ALWAYS_SKIP = frozenset({Status.INCOMPATIBLE, Status.INFRA_ERROR})
+ALWAYS_SKIP = NOT_MEASURED
 STRATEGIES = ("all", "binary")
 DEFAULT_ORACLE = "failure"
 MAX_REGEX_CHARS = 500

@@ -21,10 +21,10 @@ from tvmrepro.models import Cell, Comparison, JobView, Matrix
 from tvmrepro.pass_numbers import FROM_ZERO_MARKDOWN, after_pass
 from tvmrepro.reduce_report import render_extract, render_reduce
 from tvmrepro.reproducer import known_rewrites, reproducer
+from tvmrepro.results import FAILING
 
 PINNED = ("apache-tvm", "apache-tvm-ffi", "numpy")
 MAX_MESSAGE_CHARS = 2000
-FAILING = ("error", "crash", "timeout", "oom")
 _PLAIN_URL = re.compile(r"https://[\w.-]+/[\w./#-]*")
 
 

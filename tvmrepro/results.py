@@ -20,6 +20,12 @@ class Status(str, Enum):
     INFRA_ERROR = "infra_error"  # the service failed, not the case
 
 
+# The statuses that say the case failed (a status string is one of them as well: `"error" in
+# FAILING`), and those that say nothing of the case: it could not be measured there.
+FAILING = frozenset({Status.ERROR, Status.CRASH, Status.TIMEOUT, Status.OOM})
+NOT_MEASURED = frozenset({Status.INCOMPATIBLE, Status.INFRA_ERROR})
+
+
 class FunctionInfo(BaseModel):
     """One function of the module after a pass."""
 

@@ -134,10 +134,12 @@ def build_all(settings: Settings, builds: Builds) -> None:
         builds.finish(env.id)
 
 
-def _consume(consumer: Any, env_id: str) -> None:
+def consume_queues(consumer: Any, env_id: str, why: str = "") -> None:
+    """Take env_id's queues (in the consumer's own thread: its connection is not to be used
+    from two)."""
     for queue in queue_names(env_id):
         consumer.add_task_queue(queue)
-    log.info("serving %s", env_id)
+    log.info("serving %s%s", env_id, why)
 
 
 class BuildImages(bootsteps.StartStopStep):
@@ -170,7 +172,7 @@ class BuildImages(bootsteps.StartStopStep):
             # This look runs in the timer's thread; the consumer's connection is not to be used
             # from two threads (the embedded broker's one session, mid-poll, stops the worker):
             # it takes the queues itself, between two polls.
-            consumer.call_soon(_consume, consumer, env_id)
+            consumer.call_soon(consume_queues, consumer, env_id)
 
     def stop(self, parent: Any) -> None:
         """Stop looking (a build under way ends with the process)."""

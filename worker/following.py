@@ -20,9 +20,9 @@ from typing import Any
 from celery import bootsteps
 
 from tvmrepro.environments import Environment, default_catalog
-from tvmrepro.queue import queue_names
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store
+from worker.building import consume_queues
 from worker.provision import provisioned
 from worker.recovery import record_heartbeat
 
@@ -54,10 +54,8 @@ def _consume(consumer: Any, settings: Settings, envs: list[Environment],
              served: list[str]) -> None:
     """Consume envs' queues and say so in a heartbeat (in the consumer's own thread)."""
     for env in envs:
-        for queue in queue_names(env.id):
-            consumer.add_task_queue(queue)
+        consume_queues(consumer, env.id, " (provisioned on this home since the worker started)")
         served.append(env.id)
-        log.info("serving %s (provisioned on this home since the worker started)", env.id)
     store = Store(settings.store_url, pooled=False)
     try:
         record_heartbeat(consumer.app, store, served)  # the API accepts its jobs from now on

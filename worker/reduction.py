@@ -23,12 +23,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tvmrepro.bisection import FAILING, Verdict, judge, parse_oracle
+from tvmrepro.bisection import Verdict, judge, parse_oracle
 from tvmrepro.cases import Case, parse_case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput, RuntimeFault
 from tvmrepro.narrowing import DEFAULT_BUDGET_S, DEFAULT_ORACLE
-from tvmrepro.results import Status
+from tvmrepro.results import FAILING, Status
 from worker import candidates
 from worker.runner import harness_case, run_variant
 from worker.runtimes.base import Runtime, SandboxJob

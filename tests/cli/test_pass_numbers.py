@@ -83,6 +83,11 @@ def test_every_answer_counts_passes_from_0_as_the_stage_does(
     ir = _command(url, "ir", job_id, f"once@{NEW_ENV}", "--pass", "2")
     assert "# after pass 2: AllocateWorkspace\nc" in ir and "after pass 1" not in ir
     assert _command(url, "ir", job_id, f"once@{NEW_ENV}", "--step", "3") == ir  # as it was
+    for wrong, said in ((["--step", "0"], "steps 1 to 3"), (["--pass", "3"], "passes 0 to 2"),
+                        (["--pass", "1", "--step", "2"], "not both")):
+        refused = CliRunner().invoke(main, ["ir", job_id, f"once@{NEW_ENV}", *wrong,
+                                            "--server", url])
+        assert refused.exit_code == 2 and said in refused.stderr, (wrong, refused.output)
 
     report = _command(url, "report", job_id, "--markdown")
     assert "`pass:3:AllocateWorkspace`" in report

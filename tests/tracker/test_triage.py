@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cli.tracker import run_reports
+from cli.tracker import print_answer, run_reports
 from tvmrepro.environments import Environment
 from tvmrepro.tracker.importing import ImportedReport, import_body, import_file
 from tvmrepro.tracker.triage import TriageRun, Verdict, triage, verdict_of
@@ -106,3 +106,14 @@ def test_triage_of_four_reports_as_plain_tvm_measured(
         {"number": 17348, "state": "CLOSED", "finding": "closed_but_reproduces"},
         {"number": 20200, "state": "OPEN", "finding": "open_but_fixed", "since": NEW},
     ]
+
+
+def test_one_issue_s_markdown_is_named_the_report(capsys: pytest.CaptureFixture[str]) -> None:
+    body = "```python\nraise ValueError('bad')\n```\n```\nValueError: bad\n```\n"
+    reports = [import_body(body), import_body(body, 7, "seven", "OPEN")]
+    runs = [[TriageRun(env=OLD, status="error", signature="ValueError: bad")]] * 2
+    print_answer(triage(reports, runs))
+    printed = capsys.readouterr().out
+    assert printed.startswith("the report: ") and "\n#7 OPEN: " in printed
+    assert "group 1: the report, #7, representative the report: ValueError: bad" in printed
+    assert "None" not in printed

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from tvmrepro.tracker.triage import FAILING
+from tvmrepro.results import FAILING
 
 if TYPE_CHECKING:
     from tvmrepro.tracker.importing import ImportedReport

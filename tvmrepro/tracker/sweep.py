@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from tvmrepro.results import FAILING, NOT_MEASURED
 from tvmrepro.rows import JobRow
 from tvmrepro.tracker.known import bug_signature
-from tvmrepro.tracker.triage import FAILING, NOT_MEASURED
 
 
 class Change(str, Enum):

@@ -10,11 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from tvmrepro.results import FAILING, NOT_MEASURED
 from tvmrepro.tracker.importing import ImportedReport
 
-# Statuses that say the bug happened; `incompatible` and `infra_error` say nothing of it.
-FAILING = {"error", "crash", "timeout", "oom"}
-NOT_MEASURED = {"incompatible", "infra_error"}
 # How alike a quoted error's message and a run's must be to be one error (difflib's ratio):
 # releases reword messages ("PackedFunc" became "ffi::Function") without changing the bug.
 SAME_MESSAGE_RATIO = 0.6

@@ -181,9 +181,10 @@ class Zygote:
         """End it (and so every sandbox it forked: they live in its PID namespace)."""
         with contextlib.suppress(OSError):
             self.control.close()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
+        if self.proc.poll() is None:  # reaped already: its group id may be another's by now
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
         self.hold.close()
 
 
