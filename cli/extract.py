@@ -40,7 +40,7 @@ def extract_command(script_file: Path, env_id: str, at: str, local: bool, runtim
     if found is None and local:
         from worker.extraction import extract
 
-        with local_runtime(runtime_name, env) as runtime:
+        with local_runtime(runtime_name, [env]) as runtime:
             error_console().print(f"running {script_file.name} on {env.id} (extract mode) ...",
                                   highlight=False)
             found = extract(script, env, runtime, at=at)

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from cli.output import SERVER_HELP, error_console
+from cli.output import SERVER_HELP, error_console, fingerprints_announced
 from cli.remote import POLL_S, ApiClient, ServiceError, connect, resumable
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
@@ -46,18 +46,20 @@ def narrowing_options(command: Command) -> Command:
 
 
 @contextlib.contextmanager
-def local_runtime(runtime_name: str, env: Environment) -> Iterator[Runtime]:
-    """The runtime of a --local command, with env provisioned here when it is missing, closed
-    at the end. Its runs share one TVM import: where sandboxes are forked (the local runtime),
-    env's zygote is started first and forks them all."""
+def local_runtime(runtime_name: str, envs: list[Environment]) -> Iterator[Runtime]:
+    """The runtime of a command that runs here, with envs provisioned where they are missing
+    (said on stderr), closed at the end. Its runs share one TVM import per environment: where
+    sandboxes are forked (the local runtime), each environment's zygote is started first and
+    forks them all."""
     from worker.runtimes import make_runtime
 
-    runtime = make_runtime(runtime_name, Settings.from_env())
+    settings = Settings.from_env()
+    runtime = make_runtime(runtime_name, settings)
     try:
-        runtime.fingerprint(env)
+        fingerprints_announced(runtime, settings, envs)
         start_zygotes = getattr(runtime, "start_zygotes", None)
         if start_zygotes is not None:
-            start_zygotes([env])
+            start_zygotes(envs)
         yield runtime
     finally:
         runtime.close()

@@ -65,7 +65,7 @@ def reduce_command(case_file: Path, env_id: str, variant_name: str | None, oracl
 
         options = Options(env=env, variant=variant[0], oracle=oracle, budget_s=budget_s,
                           workers=workers)
-        with local_runtime(runtime_name, env) as runtime:
+        with local_runtime(runtime_name, [env]) as runtime:
             found = reduce_case(case, options, runtime, progress=show_progress)
     elif found is None:
         found = narrow_remotely("reduce", case, env, server, show_progress, **fields)

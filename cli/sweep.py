@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cli.output import error_console, fingerprints_announced, print_json, reports_errors, shown
+from cli.narrowing import local_runtime
+from cli.output import error_console, print_json, reports_errors, shown
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import Catalog, Environment, default_catalog
 from tvmrepro.errors import BadInput
@@ -81,7 +82,6 @@ def sweep_command(env_id: str, since: str | None, as_json: bool) -> None:
     """Every stored case on a new environment: what was fixed, what regressed, what fails
     another way."""
     from tvmrepro.store import open_store
-    from worker.runtimes.local import LocalRuntime
 
     catalog = default_catalog()
     new = catalog.get(env_id, "--env")
@@ -89,12 +89,10 @@ def sweep_command(env_id: str, since: str | None, as_json: bool) -> None:
     settings = Settings.from_env()
     settings.ensure_home()
     store = open_store(settings.store_url, pooled=False)
-    runtime = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 1}))
     try:
-        fingerprints_announced(runtime, settings, [old, new])
-        answer = sweep(store, old, new, runtime)
+        with local_runtime("local", [old, new]) as runtime:
+            answer = sweep(store, old, new, runtime)
     finally:
-        runtime.close()
         store.dispose()
     if as_json:
         print_json(answer.model_dump(mode="json"))

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from cli.narrowing import local_runtime
 from cli.output import (
     SERVER_HELP,
     error_console,
-    fingerprints_announced,
     print_json,
     reports_errors,
     shown,
@@ -135,18 +135,10 @@ def run_reports(reports: list[ImportedReport], envs: list[Environment],
 
 
 def triage_locally(reports: list[ImportedReport], envs: list[Environment]) -> TriageAnswer:
-    """Triage with sandboxes of this command's own, each environment's kept warm (TVM imported
-    once per environment, not once per report)."""
-    from worker.runtimes.local import LocalRuntime
-
-    settings = Settings.from_env()
-    runtime = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 1}))
-    try:
-        fingerprints_announced(runtime, settings, envs)
-        runtime.prewarm(envs)
+    """Triage with sandboxes of this command's own (TVM imported once per environment, not
+    once per report)."""
+    with local_runtime("local", envs) as runtime:
         return triage(reports, run_reports(reports, envs, runtime))
-    finally:
-        runtime.close()
 
 
 def record_known_issues(reports: list[ImportedReport], answer: TriageAnswer,
