@@ -177,22 +177,15 @@ def bisect_on_up(case: Case, options: Options, runtime_name: str, tick: Tick, as
     """The bisection as a job of a live `tvmrepro up` on this home whose worker serves every
     release asked for (its zygotes have TVM imported; the cache bypassed, as a run here would
     be), annotated from `history`; None when there is no such `up` or it refused."""
-    from cli.remote import ServiceError, connect
-    from cli.up import warm_service
+    from cli.remote import connect, on_warm_up
 
-    url = warm_service(Settings.from_env(), runtime_name, options.environments)
-    if url is None:
-        return None
-    error_console().print(f"bisecting on the warm sandboxes of `tvmrepro up` at {url} "
-                          "(--cold: sandboxes of this command's own)", highlight=False)
-    try:
+    def on(url: str) -> dict[str, Any]:
         job_id, found = bisect_remotely(case, dataclasses.replace(options, bypass_cache=True),
                                         url, tick, as_json)
-    except (ServiceError, BadInput) as exc:  # it stopped, or its worker is not live yet
-        error_console().print(f"{exc}; running here", highlight=False)
-        return None
-    return found if history is None else annotate_remote(connect(url), job_id, found, case,
-                                                         history)
+        return found if history is None else annotate_remote(connect(url), job_id, found, case,
+                                                             history)
+
+    return on_warm_up(runtime_name, options.environments, on)
 
 
 def follow_bisect(client: ApiClient, job: JobView, tick: Tick) -> dict[str, Any]:

@@ -113,21 +113,15 @@ def run_locally(case: Case, envs: list[Environment], variants: list[str],
     """Run every variant in every environment here, without the service: on the warm
     sandboxes of a `tvmrepro up` on this home when one serves them all (unless `cold`), else
     in sandboxes started now."""
-    from cli.up import warm_service
+    from cli.remote import on_warm_up, run_on_service
     from worker.runner import run_variant
     from worker.runtimes import make_runtime
 
     settings = Settings.from_env()
-    url = None if cold else warm_service(settings, runtime_name, [env.id for env in envs])
-    if url is not None:
-        from cli.remote import ServiceError, run_on_service
-
-        error_console().print(f"running on the warm sandboxes of `tvmrepro up` at {url} "
-                              "(--cold: a sandbox of this command's own)", highlight=False)
-        try:
-            return run_on_service(case, envs, variants, url)
-        except (ServiceError, BadInput) as exc:  # it stopped, or its worker is not live yet
-            error_console().print(f"{exc}; running here", highlight=False)
+    on_up = None if cold else on_warm_up(runtime_name, [env.id for env in envs],
+                                         lambda url: run_on_service(case, envs, variants, url))
+    if on_up is not None:
+        return on_up
     runtime = make_runtime(runtime_name, settings)
     # The local runtime provisions what is missing; Docker asks each environment's image.
     fingerprints = fingerprints_announced(runtime, settings, envs)

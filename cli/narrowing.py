@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from cli.output import SERVER_HELP, error_console, fingerprints_announced
-from cli.remote import POLL_S, ApiClient, ServiceError, connect, resumable
+from cli.remote import POLL_S, ApiClient, ServiceError, connect, on_warm_up, resumable
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput
@@ -106,20 +106,10 @@ def narrow_on_up(kind: str, case: Case, env: Environment, runtime_name: str,
                  progress: Progress, **fields: Any) -> dict[str, Any] | None:
     """A reduce or extract job of a live `tvmrepro up` on this home whose worker serves env
     (TVM imported there already), as narrow_remotely gives it; None when there is no such `up`,
-    or it stopped or refused (the command then runs here)."""
-    from cli.up import warm_service
-
-    url = warm_service(Settings.from_env(), runtime_name, [env.id])
-    if url is None:
-        return None
-    error_console().print(f"running on the warm sandboxes of `tvmrepro up` at {url} "
-                          "(--cold: sandboxes of this command's own)", highlight=False)
-    try:
-        return narrow_remotely(kind, case, env, url, progress, **fields)
-    except (ServiceError, BadInput) as exc:  # it stopped, its worker is not live yet, or the
-        # answer is that there is none: here that answer comes again, in this command's words
-        error_console().print(f"{exc}; running here", highlight=False)
-        return None
+    or it stopped or refused (the command then runs here: where the refusal is the answer,
+    that there is none, it comes again in this command's words)."""
+    return on_warm_up(runtime_name, [env.id],
+                      lambda url: narrow_remotely(kind, case, env, url, progress, **fields))
 
 
 def narrowing_answer(job: JobView) -> dict[str, Any]:

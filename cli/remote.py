@@ -6,7 +6,7 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -50,6 +50,7 @@ RECONNECT_SAY_S = 10.0
 
 
 Model = TypeVar("Model", bound=BaseModel)
+Answer = TypeVar("Answer")
 
 
 class ServiceError(ReproError):
@@ -447,3 +448,22 @@ def run_on_service(case: Case, envs: list[Environment], variants: list[str],
         time.sleep(WARM_POLL_S)
         job = client.job(job.id)
     return client.results(job)
+
+
+def on_warm_up(runtime_name: str, env_ids: list[str],
+               work: Callable[[str], Answer]) -> Answer | None:
+    """`work(url)` on a live `tvmrepro up` on this home whose worker serves every one of
+    env_ids (TVM imported there already); None when there is no such `up`, or it stopped or
+    refused: the command then runs here (--cold asks for that at once)."""
+    from cli.up import warm_service
+
+    url = warm_service(Settings.from_env(), runtime_name, env_ids)
+    if url is None:
+        return None
+    error_console().print(f"running on the warm sandboxes of `tvmrepro up` at {url} "
+                          "(--cold: sandboxes of this command's own)", highlight=False)
+    try:
+        return work(url)
+    except (ServiceError, BadInput) as exc:  # it stopped, or its worker is not live yet
+        error_console().print(f"{exc}; running here", highlight=False)
+        return None
