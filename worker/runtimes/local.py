@@ -25,7 +25,6 @@ import contextlib
 import logging
 import os
 import resource
-import secrets
 import shutil
 import subprocess
 import time
@@ -61,10 +60,10 @@ from worker.runtimes.sandbox import (
     with_workdir_tmpfs,
     workdir_summary,
 )
+from worker.runtimes.uids import SANDBOX_UID_RANGE, claim_uid
 from worker.runtimes.zygote import ZYGOTE_LOG, Zygote, Zygotes, control_pair
 
 log = logging.getLogger(__name__)
-SANDBOX_UID_RANGE = (200_000, 260_000)  # fresh uid per run: RLIMIT_NPROC counts per uid
 # Inside the sandbox: where the environment, the harness and the work dir appear.
 ENV_MOUNT, HARNESS_MOUNT, WORK_MOUNT = "/mnt/env", "/mnt/harness", "/mnt/work"
 HAND_OVER_ATTEMPTS = 3  # sandboxes that died before taking the case cost no run
@@ -72,11 +71,6 @@ HAND_OVER_ATTEMPTS = 3  # sandboxes that died before taking the case cost no run
 ROOT_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime",
              "nsswitch.conf")
-
-
-def fresh_uid() -> int:
-    """A sandbox's uid, drawn afresh for each: RLIMIT_NPROC counts processes per uid."""
-    return SANDBOX_UID_RANGE[0] + secrets.randbelow(SANDBOX_UID_RANGE[1] - SANDBOX_UID_RANGE[0])
 
 
 def sandbox_environ() -> dict[str, str]:
@@ -319,12 +313,18 @@ class LocalRuntime:
         None without one."""
         if self.zygotes is None:
             return None
-        uid = fresh_uid()
-        forked = self.zygotes.spawn(env, limits, uid, self.fork_workdir, start_zygote)
+        hold = contextlib.ExitStack()
+        try:
+            uid = claim_uid(hold)
+            forked = self.zygotes.spawn(env, limits, uid, self.fork_workdir, start_zygote)
+        except BaseException:
+            hold.close()
+            raise
         if forked is None:
+            hold.close()
             return None
         isolation = {**self.isolation(), "uid": uid, "workdir": workdir_summary(limits)}
-        sandbox = LocalSandbox(forked[0], None, limits, isolation, contextlib.ExitStack(),
+        sandbox = LocalSandbox(forked[0], None, limits, isolation, hold,
                                self.settings.log_cap_bytes)
         sandbox.watch(forked[1])
         return sandbox
@@ -412,7 +412,7 @@ class LocalRuntime:
             raise
 
     def _spawn(self, envdir: Path, limits: Limits, hold: contextlib.ExitStack) -> LocalSandbox:
-        uid = fresh_uid()
+        uid = claim_uid(hold)
         rundir = self._prepare()
         environ = sandbox_environ()
         if not self.bwrap:
