@@ -95,7 +95,7 @@ def load_catalog(path: Path = ENVIRONMENTS_FILE) -> Catalog:
                     image=data["image"].format(release=release, device=device),
                     base_image=dev["base_image"],
                     dockerfile=dev["dockerfile"],
-                    python=data["python"],
+                    python=dev.get("python", data["python"]),
                     verified=rel.get("verified", ""),
                 )
             )

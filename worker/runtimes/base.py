@@ -17,6 +17,7 @@ from typing import IO, Any, Protocol
 
 from tvmrepro.environments import Environment
 from tvmrepro.settings import DEFAULT_MEMORY_MB, MAX_TIMEOUT_S, Settings
+from worker.runtimes.gpu import wants_gpu
 
 HARNESS_TIMEOUT_GRACE_S = 5  # CPU time beyond the wall-clock limit (RLIMIT_CPU is the backstop)
 FILE_SIZE_CAP = 512 << 20  # largest file a run may write (RLIMIT_FSIZE / ulimit fsize)
@@ -70,24 +71,31 @@ class Limits:
     cpu_seconds: int
     open_files: int = OPEN_FILES_CAP
     file_size: int = FILE_SIZE_CAP
+    # RLIMIT_AS at memory_mb, but not for a GPU run: the CUDA driver reserves address space for
+    # unified memory far past any memory limit when it starts (cuInit fails under the cap); the
+    # run's memory is then bounded by its cgroup alone.
+    address_space_cap: bool = True
 
     @classmethod
     def of(cls, job: SandboxJob, settings: Settings) -> Limits:
         """The limits of `job` (its case's memory and time) under these settings."""
         return cls(memory_mb=job.memory_mb, timeout_s=job.timeout_s, pids=settings.sandbox_pids,
                    cpus=settings.sandbox_cpus, tmpfs_mb=min(job.memory_mb, TMPFS_MAX_MB),
-                   cpu_seconds=job.timeout_s + HARNESS_TIMEOUT_GRACE_S)
+                   cpu_seconds=job.timeout_s + HARNESS_TIMEOUT_GRACE_S,
+                   address_space_cap=not wants_gpu(job.env))
 
     def summary(self) -> dict[str, Any]:
         """What a result's `isolation` says of them."""
         return {"memory_mb": self.memory_mb, "timeout_s": self.timeout_s, "pids": self.pids}
 
     @classmethod
-    def pooled(cls, settings: Settings) -> Limits:
-        """What a warm sandbox starts with: the default memory, the longest time a case may ask."""
+    def pooled(cls, settings: Settings, env: Environment | None = None) -> Limits:
+        """What a warm sandbox of env (a CPU one when None) starts with: the default memory, the
+        longest time a case may ask."""
         return cls(memory_mb=DEFAULT_MEMORY_MB, timeout_s=MAX_TIMEOUT_S, pids=settings.sandbox_pids,
                    cpus=settings.sandbox_cpus, tmpfs_mb=min(DEFAULT_MEMORY_MB, TMPFS_MAX_MB),
-                   cpu_seconds=MAX_TIMEOUT_S + HARNESS_TIMEOUT_GRACE_S)
+                   cpu_seconds=MAX_TIMEOUT_S + HARNESS_TIMEOUT_GRACE_S,
+                   address_space_cap=env is None or not wants_gpu(env))
 
     def covers(self, other: Limits) -> bool:
         """Whether a sandbox started with these limits can run a case with `other`'s.
@@ -96,12 +104,16 @@ class Limits:
         rest (processes, /tmp and work directory sizes) are the sandbox's and must match.
         """
         return (self.memory_mb >= other.memory_mb and self.cpu_seconds >= other.cpu_seconds
-                and (self.pids, self.tmpfs_mb, self.cpus) == (other.pids, other.tmpfs_mb,
-                                                               other.cpus))
+                and (self.pids, self.tmpfs_mb, self.cpus, self.address_space_cap)
+                == (other.pids, other.tmpfs_mb, other.cpus, other.address_space_cap))
+
+    def address_space(self) -> dict[str, int]:
+        """RLIMIT_AS, where these limits cap the address space."""
+        return {"RLIMIT_AS": self.memory_mb << 20} if self.address_space_cap else {}
 
     def child_rlimits(self) -> dict[str, int]:
         """What the supervisor sets on the case's child (resource module names)."""
-        return {"RLIMIT_AS": self.memory_mb << 20, "RLIMIT_CPU": self.cpu_seconds}
+        return {**self.address_space(), "RLIMIT_CPU": self.cpu_seconds}
 
 
 @dataclass
@@ -292,7 +304,7 @@ def fingerprint_tvm(facts: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def rlimit_names(limits: Limits) -> dict[str, int]:
     """The sandbox process's own rlimits (resource module names), before its supervisor starts."""
-    return {"RLIMIT_AS": limits.memory_mb << 20, "RLIMIT_CPU": limits.cpu_seconds,
+    return {**limits.address_space(), "RLIMIT_CPU": limits.cpu_seconds,
             "RLIMIT_NPROC": limits.pids, "RLIMIT_FSIZE": limits.file_size,
             "RLIMIT_NOFILE": limits.open_files, "RLIMIT_CORE": 0}
 

@@ -192,7 +192,7 @@ class DockerRuntime:
     def _execute(self, job: SandboxJob) -> Execution:
         image_id = self.image_id(job.env)
         limits = Limits.of(job, self.settings)
-        pooled = Limits.pooled(self.settings)
+        pooled = Limits.pooled(self.settings, job.env)
         cancelled = CancelCheck(job)
         sandbox = self.reserved.take((job.env.id, limits))
         if sandbox is None and self.pool is not None and job.env.id in self.served \
@@ -249,7 +249,7 @@ class DockerRuntime:
         for env in envs:
             self.served[env.id] = env
             if at_start:
-                self.pool.fill((env.id, Limits.pooled(self.settings)))
+                self.pool.fill((env.id, Limits.pooled(self.settings, env)))
 
     def reserve(self, env: Environment, timeout_s: int, memory_mb: int, count: int = 1) -> None:
         """Start `count` containers for env now, without waiting for them to import TVM: the

@@ -50,6 +50,7 @@ from worker.runtimes.base import (
     rlimit_setter,
 )
 from worker.runtimes.cgroup import Cgroups
+from worker.runtimes.gpu import gpu_bwrap_options, gpu_environ, gpu_summary
 from worker.runtimes.pool import Reserved, WarmPool, warm_at_start
 from worker.runtimes.sandbox import (
     SHARED_MOUNTS,
@@ -162,7 +163,8 @@ class LocalRuntime:
             kind = "rlimits"
         return {"runtime": "local", "sandbox": kind, "network": "none" if kind != "rlimits" else "host"}
 
-    def _bwrap_options(self, envdir: Path, rundir: Path, uid: int, limits: Limits) -> list[str]:
+    def _bwrap_options(self, env: Environment, envdir: Path, rundir: Path, uid: int,
+                       limits: Limits) -> list[str]:
         """What a sandbox and a zygote share: the root, the mounts, the namespaces."""
         base_prefix = Path(os.path.realpath(envdir / "bin" / "python")).parent.parent
         # The directories bwrap makes above it copy the host's modes (/root is 0700): opened up,
@@ -179,17 +181,18 @@ class LocalRuntime:
                 "--perms", "0755", "--tmpfs", "/mnt", "--perms", "0755", "--dir", HARNESS_MOUNT,
                 "--ro-bind", str(envdir), ENV_MOUNT,
                 "--ro-bind", str(HARNESS_DIR), f"{HARNESS_MOUNT}/harness",
+                *gpu_bwrap_options(env),
                 "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
                 "--unshare-cgroup-try", "--die-with-parent", "--new-session",
                 "--hostname", "sandbox"]
 
-    def _command(self, envdir: Path, rundir: Path, uid: int, limits: Limits,
+    def _command(self, env: Environment, envdir: Path, rundir: Path, uid: int, limits: Limits,
                  events_fd: int) -> tuple[list[str], list[int]]:
         """The sandbox's command line and the descriptors it reads (bwrap's args and filter)."""
         harness = ["-m", "harness", "--events", f"fd:{events_fd}", "--workdir", WORK_MOUNT]
         if not self.bwrap:
             return self._fallback_command(envdir, rundir, harness), []
-        options = [*self._bwrap_options(envdir, rundir, uid, limits),
+        options = [*self._bwrap_options(env, envdir, rundir, uid, limits),
                    "--bind", str(rundir / "work"), WORK_MOUNT, *self._shared_binds(rundir),
                    "--chdir", WORK_MOUNT,
                    "--remount-ro", "/",  # the root's own tmpfs (/etc, the mount points) too
@@ -215,13 +218,13 @@ class LocalRuntime:
             binds += ["--dev-bind" if name == "pts" else "--bind", str(rundir / name), target]
         return binds
 
-    def _zygote_command(self, envdir: Path, rundir: Path, limits: Limits,
+    def _zygote_command(self, env: Environment, envdir: Path, rundir: Path, limits: Limits,
                         control_fd: int) -> tuple[list[str], list[int]]:
         """The zygote's command line: the sandbox's root and namespaces, as root with what it
         needs to fork sandboxes into namespaces of their own and make them unprivileged
         (images/harness/zygote.py); the seccomp filter is theirs to load, not its own."""
         assert self.bwrap is not None
-        options = [*self._bwrap_options(envdir, rundir, SANDBOX_UID_RANGE[0], limits),
+        options = [*self._bwrap_options(env, envdir, rundir, SANDBOX_UID_RANGE[0], limits),
                    "--perms", "0700", "--dir", WORK_MOUNT, "--chdir", "/", "--remount-ro", "/",
                    "--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_NET_ADMIN",
                    "--cap-add", "CAP_SETPCAP", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
@@ -262,13 +265,12 @@ class LocalRuntime:
             self.pool = WarmPool(self._start_pooled, self.settings.warm_sandboxes,
                                  self.settings.warm_idle_s,
                                  after_reap=self.zygotes.reap if self.zygotes else None)
-        pooled = Limits.pooled(self.settings)
         at_start = warm_at_start(len(envs), processes)
         for env in envs:
             if read_fingerprint(self.settings, env) is not None:
                 self.served[env.id] = env
                 if at_start:
-                    self.pool.fill((env.id, pooled))
+                    self.pool.fill((env.id, Limits.pooled(self.settings, env)))
 
     def reserve(self, env: Environment, timeout_s: int, memory_mb: int, count: int = 1) -> None:
         """Start `count` sandboxes for env now, without waiting for them: the next runs of env
@@ -323,7 +325,8 @@ class LocalRuntime:
         if forked is None:
             hold.close()
             return None
-        isolation = {**self.isolation(), "uid": uid, "workdir": workdir_summary(limits)}
+        isolation = {**self.isolation(), "uid": uid, "workdir": workdir_summary(limits),
+                     **gpu_summary(env)}
         sandbox = LocalSandbox(forked[0], None, limits, isolation, hold,
                                self.settings.log_cap_bytes)
         sandbox.watch(forked[1])
@@ -382,12 +385,13 @@ class LocalRuntime:
         rundir = self._prepare()
         hold.callback(shutil.rmtree, rundir, True)
         control, control_fd = control_pair()
-        command, fds = self._zygote_command(envdir, rundir, Limits.pooled(self.settings),
-                                            control_fd)
+        command, fds = self._zygote_command(env, envdir, rundir,
+                                            Limits.pooled(self.settings, env), control_fd)
         try:
             with open(rundir / ZYGOTE_LOG, "wb") as output:  # a file: it never blocks a keeper
                 proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output,
-                                        stderr=output, env=sandbox_environ(),
+                                        stderr=output,
+                                        env={**sandbox_environ(), **gpu_environ(env)},
                                         pass_fds=(control_fd, *fds), start_new_session=True)
         except OSError as exc:
             hold.close()
@@ -403,7 +407,7 @@ class LocalRuntime:
         try:
             # The build is held for the sandbox's life: re-provisioning cannot remove it meanwhile.
             envdir = hold.enter_context(in_use(self.settings, env))
-            return self._spawn(envdir, limits, hold)
+            return self._spawn(env, envdir, limits, hold)
         except ProvisionError as exc:
             hold.close()
             raise RuntimeFault(str(exc)) from exc
@@ -411,14 +415,15 @@ class LocalRuntime:
             hold.close()
             raise
 
-    def _spawn(self, envdir: Path, limits: Limits, hold: contextlib.ExitStack) -> LocalSandbox:
+    def _spawn(self, env: Environment, envdir: Path, limits: Limits,
+               hold: contextlib.ExitStack) -> LocalSandbox:
         uid = claim_uid(hold)
         rundir = self._prepare()
-        environ = sandbox_environ()
+        environ = {**sandbox_environ(), **gpu_environ(env)}
         if not self.bwrap:
             environ["PYTHONPATH"] = str(rundir / "in")
         events_r, events_w = os.pipe()
-        inner, fds = self._command(envdir, rundir, uid, limits, events_w)
+        inner, fds = self._command(env, envdir, rundir, uid, limits, events_w)
         command, workdir = with_workdir_tmpfs(self.unshare, inner, rundir / "work", limits, uid)
         try:
             proc = TreePopen(command,
@@ -432,7 +437,7 @@ class LocalRuntime:
         finally:
             for fd in (events_w, *fds):
                 os.close(fd)
-        isolation = {**self.isolation(), "workdir": workdir}
+        isolation = {**self.isolation(), "workdir": workdir, **gpu_summary(env)}
         if self.bwrap:
             isolation["uid"] = uid
         sandbox = LocalSandbox(proc, rundir, limits, isolation, hold, self.settings.log_cap_bytes)
@@ -498,7 +503,7 @@ class LocalRuntime:
         reserved = self.reserved.take((env.id, limits))
         if reserved is not None:
             return reserved, True, False
-        pooled = Limits.pooled(self.settings)
+        pooled = Limits.pooled(self.settings, env)
         if self.pool is not None and env.id in self.served and pooled.covers(limits):
             warm = self.pool.take((env.id, pooled), replace=False,  # refilled after the run
                                   stop=cancelled)
@@ -516,4 +521,4 @@ class LocalRuntime:
     def _refill(self, env: Environment) -> None:
         """Start what env's pool lacks, once the run is over (its CPU is the run's meanwhile)."""
         if self.pool is not None and env.id in self.served:
-            self.pool.fill((env.id, Limits.pooled(self.settings)))
+            self.pool.fill((env.id, Limits.pooled(self.settings, env)))
