@@ -1,19 +1,39 @@
-"""The Docker runtime bounds a run as the local runtime's run cgroup does (tests/worker/
-test_run_cgroup.py): memory over all its processes and its /tmp is one limit (the container's
-cgroup); io_uring is refused only where the engine's default seccomp profile refuses it
-(Docker 25 and later: not the tests' engine, an expected failure here)."""
+"""The Docker runtime bounds a run as the local runtime's sandbox does (tests/worker/
+test_run_cgroup.py, test_syscalls.py): memory over all its processes and its /tmp is one limit
+(the container's cgroup); the system call rules are the local sandbox's (io_uring refused
+whatever the engine's version: the tests' engine, Debian's 20.10, allows it by default); ptys
+and the inodes of /tmp and /dev/shm are capped per container."""
 
 from __future__ import annotations
+
+import errno
 
 import pytest
 
 from tests.conftest import NEW_ENV
 from tests.docker.test_docker_runtime import run_script
-from tests.worker.test_run_cgroup import GREEDY, IO_URING
+from tests.worker.test_run_cgroup import GREEDY, IO_URING, PTYS
+from tests.worker.test_syscalls import FAMILIES, FAMILIES_REFUSED, FOREIGN_ABI, x86_64_only
 from tvmrepro.environments import Environment
+from worker.runtimes.base import PTYS_MAX, TMPFS_INODES
 from worker.runtimes.docker import DockerRuntime
 
 pytestmark = [pytest.mark.docker, pytest.mark.tvm]
+
+# Files made in each tmpfs until it refuses one: how many, and the refusal's errno.
+INODES = """
+import os
+for top in ('/tmp', '/dev/shm'):
+    n = 0
+    try:
+        while True:
+            open(f'{top}/inode{n}', 'w').close()
+            n += 1
+    except OSError as exc:
+        print(top, n, exc.errno)
+"""
+# The tmpfs's root, and in /tmp (the work directory) what the harness keeps there.
+INODES_TAKEN = 32
 
 
 def test_memory_over_processes_and_tmpfs_is_one_limit(docker_runtime: DockerRuntime,
@@ -25,12 +45,45 @@ def test_memory_over_processes_and_tmpfs_is_one_limit(docker_runtime: DockerRunt
                                      result.log.stderr[-2000:])
 
 
-@pytest.mark.xfail(strict=True, reason="the Docker runtime filters system calls with the engine's "
-                   "default seccomp profile, which refuses io_uring only from Docker 25; the "
-                   "tests' engine (Debian's 20.10) allows it")
 def test_io_uring_is_refused(docker_runtime: DockerRuntime,
                              docker_envs: dict[str, Environment]) -> None:
     result = run_script(docker_runtime, docker_envs[NEW_ENV], IO_URING)
     assert result.status == "ok", result.log.stderr[-2000:]
     code, error = result.log.stdout.split()
-    assert code == "-1" and int(error) in (1, 38), result.log.stdout  # EPERM or ENOSYS
+    assert code == "-1" and int(error) == errno.EPERM, result.log.stdout
+
+
+@x86_64_only
+def test_argument_rules_bind(docker_runtime: DockerRuntime,
+                             docker_envs: dict[str, Environment]) -> None:
+    result = run_script(docker_runtime, docker_envs[NEW_ENV], FAMILIES)
+    assert result.status == "ok", result.log.stderr[-2000:]
+    assert result.log.stdout.splitlines() == FAMILIES_REFUSED
+
+
+@x86_64_only
+def test_a_foreign_abi_is_no_way_around_the_filter(docker_runtime: DockerRuntime,
+                                                   docker_envs: dict[str, Environment]) -> None:
+    result = run_script(docker_runtime, docker_envs[NEW_ENV], FOREIGN_ABI)
+    assert (result.status, result.signal) == ("crash", "SIGSYS"), result.log.stdout
+
+
+def test_ptys_are_capped(docker_runtime: DockerRuntime,
+                         docker_envs: dict[str, Environment]) -> None:
+    result = run_script(docker_runtime, docker_envs[NEW_ENV], PTYS)
+    assert result.status == "ok", result.log.stderr[-2000:]
+    opened, error = result.log.stdout.split()
+    # The container's own devpts instance is full at its cap (the host's would refuse thousands
+    # later, with the same errno).
+    assert int(opened) == PTYS_MAX and int(error) == errno.ENOSPC, result.log.stdout
+
+
+def test_tmpfs_inodes_are_capped(docker_runtime: DockerRuntime,
+                                 docker_envs: dict[str, Environment]) -> None:
+    result = run_script(docker_runtime, docker_envs[NEW_ENV], INODES, timeout_s=60)
+    assert result.status == "ok", result.log.stderr[-2000:]
+    made = {top: (int(n), int(error)) for top, n, error in
+            (line.split() for line in result.log.stdout.splitlines())}
+    assert set(made) == {"/tmp", "/dev/shm"}, result.log.stdout
+    for n, error in made.values():
+        assert TMPFS_INODES - INODES_TAKEN <= n < TMPFS_INODES and error == errno.ENOSPC, made

@@ -23,9 +23,10 @@ from tvmrepro.lifecycle import harness_digest
 from tvmrepro.results import Result
 from tvmrepro.settings import Settings
 from worker.runner import run_variant
-from worker.runtimes.base import SandboxJob
+from worker.runtimes.base import PTYS_MAX, TMPFS_INODES, SandboxJob
 from worker.runtimes.docker import JOB_LABEL, RUN_LABEL, DockerRuntime
 from worker.runtimes.local import LocalRuntime
+from worker.runtimes.syscalls import docker_profile
 
 pytestmark = [pytest.mark.docker, pytest.mark.tvm]
 MISSING_FUNCTION = "fused_relax_nn_attention_cutlass_gv"
@@ -185,12 +186,17 @@ def test_container_carries_every_limit_and_label(docker_runtime: DockerRuntime,
     runner.join()
     host, config = info["HostConfig"], info["Config"]
     assert host["NetworkMode"] == "none" and host["ReadonlyRootfs"] is True
-    assert host["CapDrop"] == ["ALL"] and host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["CapDrop"] == ["ALL"]
+    assert host["SecurityOpt"] == ["no-new-privileges", f"seccomp={docker_profile()}"]
     assert host["PidsLimit"] == docker_settings.sandbox_pids
     assert host["Memory"] == host["MemorySwap"] == 1024 << 20
     assert host["NanoCpus"] == int(docker_settings.sandbox_cpus * 1e9)
     assert host["Init"] is True
     assert "exec" in host["Tmpfs"]["/tmp"].split(",")
+    assert all(f"nr_inodes={TMPFS_INODES}" in host["Tmpfs"][top].split(",")
+               for top in ("/tmp", "/dev/shm"))
+    (ptys,) = [m for m in host["Mounts"] if m["Target"] == "/dev/pts"]
+    assert f"max={PTYS_MAX}" in ptys["VolumeOptions"]["DriverConfig"]["Options"]["o"]
     assert host["LogConfig"]["Config"]["max-size"] == "1m"
     assert config["User"] == "10001:10001"
     assert config["Labels"][RUN_LABEL] == "flags-run" and config["Labels"][JOB_LABEL] == "local"

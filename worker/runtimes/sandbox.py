@@ -10,7 +10,6 @@ it with a size and an inode cap; everything it holds goes when it is discarded.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import shutil
 import signal
@@ -38,49 +37,21 @@ from worker.runtimes.base import (
     wait_cancellable,
 )
 from worker.runtimes.cgroup import RunCgroup
+from worker.runtimes.syscalls import sandbox_rules
 
 READY_TIMEOUT_S = 300  # importing TVM on a loaded machine; past it the sandbox is a fault
 
 
-# The families Docker's default seccomp profile refuses a container without extra capabilities:
-# filesystems and namespaces, tracing, kernel modules and kexec, BPF and perf, the kernel keyring,
-# userfaultfd, handles, the clock, swap, accounting, quotas, raw I/O ports, reboot.
-DENIED_SYSCALLS = (
-    "mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "ptrace",
-    "process_vm_readv", "process_vm_writev", "kexec_load", "kexec_file_load", "init_module",
-    "finit_module", "delete_module", "bpf", "perf_event_open", "add_key", "keyctl",
-    "request_key", "userfaultfd", "open_by_handle_at", "name_to_handle_at", "reboot", "swapon",
-    "swapoff", "clock_settime", "clock_adjtime", "settimeofday", "adjtimex", "acct", "quotactl",
-    "lookup_dcookie", "iopl", "ioperm", "syslog", "fsopen", "fsmount", "fsconfig", "fspick",
-    "open_tree", "move_mount", "mount_setattr", "nfsservctl", "vhangup", "sethostname",
-    "setdomainname",
-    # io_uring (Docker's default profile refuses it since 2023: its own path around the filter),
-    # the process and memory-policy calls that need CAP_SYS_PTRACE or CAP_SYS_NICE there, and
-    # the obsolete ones.
-    "io_uring_setup", "io_uring_enter", "io_uring_register", "kcmp", "pidfd_getfd",
-    "process_madvise", "fanotify_init", "mbind", "set_mempolicy", "get_mempolicy",
-    "set_mempolicy_home_node", "migrate_pages", "move_pages", "quotactl_fd", "uselib", "ustat",
-    "sysfs", "_sysctl", "vm86", "vm86old", "get_kernel_syms", "query_module", "create_module",
-    "umount", "stime",
-)
-# clone() making any namespace is refused as unshare() is (Docker allows it only with
-# CAP_SYS_ADMIN); clone3 passes its flags in memory a filter cannot read, so it answers ENOSYS
-# and the C library falls back to clone(), as under Docker.
-CLONE_NAMESPACES = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000,
-                    0x40000000, 0x00000080)  # NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID,
-                                             # NEWNET, NEWTIME
-
-
 def seccomp_filter() -> pyseccomp.SyscallFilter:
-    """The sandbox's filter: everything allowed but the dangerous families, which get EPERM."""
-    refuse = pyseccomp.ERRNO(errno.EPERM)
+    """The sandbox's filter (syscalls.sandbox_rules, the Docker runtime's profile too):
+    everything allowed but what the rules refuse."""
     rules = pyseccomp.SyscallFilter(defaction=pyseccomp.ALLOW)
-    for name in DENIED_SYSCALLS:
-        with contextlib.suppress(RuntimeError, ValueError, OSError):  # unknown on this arch
-            rules.add_rule(refuse, name)
-    for flag in CLONE_NAMESPACES:
-        rules.add_rule(refuse, "clone", pyseccomp.Arg(0, pyseccomp.MASKED_EQ, flag, flag))
-    rules.add_rule(pyseccomp.ERRNO(errno.ENOSYS), "clone3")
+    for rule in sandbox_rules():
+        if pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, rule.name) < 0:
+            continue  # not a system call of this architecture
+        args = ([pyseccomp.Arg(0, pyseccomp.MASKED_EQ, rule.arg0_mask, rule.arg0_value)]
+                if rule.arg0_mask is not None else [])
+        rules.add_rule(pyseccomp.ERRNO(rule.errno_value), rule.name, *args)
     return rules
 
 
