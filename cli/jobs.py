@@ -130,8 +130,8 @@ def cancel_command(job_id: str, token: str | None, server: str | None) -> None:
 @reports_errors
 def wait_command(job_id: str, as_json: bool, server: str | None) -> None:
     """Wait for a job of the service (one a command stopped waiting for) and print what that
-    command prints at the end: a run's matrix, a bisection's probes; a reduction or an
-    extraction prints its answer as JSON."""
+    command prints at the end: a run's matrix, a bisection's probes, a triage's verdicts; a
+    reduction or an extraction prints its answer as JSON."""
     from cli.remote import finish_run, resumable
 
     client = connect(server)
@@ -141,6 +141,12 @@ def wait_command(job_id: str, as_json: bool, server: str | None) -> None:
         return
     if job.kind == "bisect":
         _wait_bisect(client, job, as_json)
+        return
+    if job.kind == "triage":
+        from cli.tracker import follow_triage, show_triage
+
+        with resumable(client, job.id, as_json):
+            show_triage(follow_triage(client, job, as_json).answer(), as_json)
         return
     from cli.narrowing import follow_narrowing, narrowing_answer
     from cli.reduce import show_progress

@@ -4,6 +4,7 @@ environments, then verdicts, groups of one bug and the audit of the issues' stat
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,14 +25,16 @@ from tvmrepro.settings import Settings
 from tvmrepro.tracker.importing import ImportedReport, import_file
 from tvmrepro.tracker.known import (
     KnownIssue,
-    bug_signature,
-    known_issues,
     likely_duplicates,
     result_bug_signature,
 )
-from tvmrepro.tracker.triage import TriageAnswer, TriageRun, Verdict, triage
+from tvmrepro.tracker.triage import TriageAnswer, TriageRun, triage
+from tvmrepro.tracker.triage_job import triage_run_of
 
 if TYPE_CHECKING:
+    from cli.remote import ApiClient
+    from tvmrepro.models import JobView
+    from tvmrepro.tracker.triage_job import TriageJobAnswer
     from worker.runtimes.base import Runtime
 
 # What `import -o DIR` writes beside the scripts, and what `triage DIR` reads.
@@ -106,12 +109,8 @@ def import_command(source: Path, output: Path | None, as_json: bool) -> None:
 
 
 def triage_run(result: Result) -> TriageRun:
-    """A run's result as triage reads it: a failure's signature as known issues keep it (a
-    crash's with its stage)."""
-    status = result.status.value
-    error = f"{result.error_type}: {result.message}" if result.error_type else None
-    signature = bug_signature(status, result.signature, result.stage) or result.signature
-    return TriageRun(env=result.environment, status=status, signature=signature, error=error)
+    """A run's result as triage reads it (as a triage job of the service reads its runs)."""
+    return triage_run_of(result.to_json())
 
 
 def run_reports(reports: list[ImportedReport], envs: list[Environment],
@@ -146,21 +145,15 @@ def record_known_issues(reports: list[ImportedReport], answer: TriageAnswer,
     """Keep the signature of each issue a triage saw fail in the store of `settings` (the one
     `tvmrepro up` on this home reads), replacing what earlier triages kept of these issues."""
     from tvmrepro.store import open_store
+    from tvmrepro.triage_jobs import record_triage
 
     settings.ensure_home()
     store = open_store(settings.store_url, pooled=False)
     try:
-        issues = known_issues(reports, answer)
-        # What is kept of a report that could not be measured now stays as it was.
-        unmeasured = {line.number for line in answer.reports
-                      if line.verdict == Verdict.INCOMPATIBLE}
-        store.record_known_issues(issues, [r.number for r in reports
-                                           if r.number is not None and r.script is not None
-                                           and r.number not in unmeasured])
+        kept = record_triage(store, reports, answer)
     finally:
         store.dispose()
-    error_console().print(f"{len(issues)} known issue(s) kept for likely duplicates",
-                          highlight=False)
+    error_console().print(f"{kept} known issue(s) kept for likely duplicates", highlight=False)
 
 
 def known_here(runs: list[dict[str, Any]], title: str, settings: Settings) -> list[KnownIssue]:
@@ -213,33 +206,81 @@ def print_answer(answer: TriageAnswer) -> None:
                          f"{entry.finding.value}{since}"))
 
 
-@click.command("triage")
-@click.argument("source", metavar="ISSUES.json|DIR", type=click.Path(path_type=Path))
-@click.option("--env", "env_ids", multiple=True,
-              help="Environment id (repeatable; default with --local: one per minor release).")
-@click.option("--local", is_flag=True, help="Run here, without the service.")
-@click.option("--record/--no-record", default=True,
-              help="Keep each failing issue's signature in this home's store (default), so "
-                   "that a job failing with it names the issue a likely duplicate.")
-@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
-@reports_errors
-def triage_command(source: Path, env_ids: tuple[str, ...], local: bool, record: bool,
-                   as_json: bool) -> None:
-    """Run every report on the environments: verdicts, groups of one bug, and the audit."""
-    if not local:
-        raise BadInput("--local", "triage runs here only for now: add --local")
-    reports = read_reports(source)
-    catalog = default_catalog()
-    envs = ([catalog.get(env_id, "--env") for env_id in env_ids] if env_ids
-            else catalog.spanning("cpu"))
-    envs.sort(key=lambda env: env.version)
-    answer = triage_locally(reports, envs)
-    if record:
-        record_known_issues(reports, answer, Settings.from_env())
+def follow_triage(client: ApiClient, job: JobView, as_json: bool) -> TriageJobAnswer:
+    """Poll a triage job until every report has its runs, with a bar of reports on stderr."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from cli.remote import POLL_S
+
+    columns = (TextColumn("reports"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=error_console(), transient=as_json) as progress:
+        task = progress.add_task("reports", total=None)
+        while True:
+            if job.triage is None:
+                raise BadInput("job", f"job {job.id} is a {job.kind} job, not a triage")
+            progress.update(task, completed=job.triage.progress.reports_done,
+                            total=job.triage.progress.reports)
+            if job.triage.finished:
+                return job.triage
+            time.sleep(POLL_S)
+            job = client.job(job.id)
+
+
+def triage_remotely(reports: list[ImportedReport], env_ids: list[str], server: str | None,
+                    as_json: bool) -> TriageAnswer:
+    """Submit a triage job (every environment a live worker serves when none is named), wait
+    for it and return its answer; the job goes on if the wait stops (`tvmrepro wait JOB`)."""
+    from cli.remote import connect, resumable
+
+    client = connect(server)
+    job = client.submit({"kind": "triage", "environments": env_ids or "all",
+                         "reports": [report.model_dump(mode="json") for report in reports]})
+    error_console().print(f"triage job {job.id}: {len(reports)} reports on "
+                          f"{', '.join(job.environments)}", highlight=False)
+    with resumable(client, job.id, as_json):
+        return follow_triage(client, job, as_json).answer()
+
+
+def show_triage(answer: TriageAnswer, as_json: bool) -> None:
+    """The answer as JSON, or a line per report, group and audit finding."""
     if as_json:
         print_json(answer.to_json())
     else:
         print_answer(answer)
+
+
+@click.command("triage")
+@click.argument("source", metavar="ISSUES.json|DIR", type=click.Path(path_type=Path))
+@click.option("--env", "env_ids", multiple=True,
+              help="Environment id (repeatable; default: every environment the service's live "
+                   "workers serve; with --local: one per minor release).")
+@click.option("--local", is_flag=True, help="Run here, without the service.")
+@click.option("--record/--no-record", default=True,
+              help="Keep each failing issue's signature in this home's store (default), so "
+                   "that a job failing with it names the issue a likely duplicate. A triage "
+                   "job of the service always keeps them in the service's store.")
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
+@click.option("--server", default=None, help=SERVER_HELP)
+@reports_errors
+def triage_command(source: Path, env_ids: tuple[str, ...], local: bool, record: bool,
+                   as_json: bool, server: str | None) -> None:
+    """Run every report on the environments: verdicts, groups of one bug, and the audit."""
+    if local and server:
+        raise BadInput("--server", "--local runs here, without a service: give one of them")
+    if not local and not record:
+        raise BadInput("--no-record", "a triage job of the service keeps what it saw in the "
+                                      "service's store; --no-record goes with --local")
+    reports = read_reports(source)
+    catalog = default_catalog()
+    envs = [catalog.get(env_id, "--env") for env_id in env_ids]
+    if not local:
+        show_triage(triage_remotely(reports, [env.id for env in envs], server, as_json), as_json)
+        return
+    envs = sorted(envs or catalog.spanning("cpu"), key=lambda env: env.version)
+    answer = triage_locally(reports, envs)
+    if record:
+        record_known_issues(reports, answer, Settings.from_env())
+    show_triage(answer, as_json)
 
 
 @click.command("export-test")

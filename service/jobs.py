@@ -8,6 +8,7 @@ import logging
 import secrets
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,12 +29,13 @@ from service.narrowing import (
     refuse_other_kinds_fields,
     start_narrowing,
 )
+from service.triage import store_triage
 from tvmrepro.cases import Case, bad_input, parse_case
 from tvmrepro.comparisons import compare
 from tvmrepro.environments import Catalog, Environment, default_catalog
 from tvmrepro.errors import BadInput, Forbidden, NotServed
 from tvmrepro.fanout import PlannedRun, fan_out
-from tvmrepro.lifecycle import RunState, cache_key
+from tvmrepro.lifecycle import JobKind, RunState, cache_key
 from tvmrepro.models import (
     CANCEL_HEADER,
     Cancelled,
@@ -54,6 +56,8 @@ from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.settings import Settings, variable_name
 from tvmrepro.store import Store, open_store
 from tvmrepro.tracker.known import KnownIssue, likely_duplicates, result_bug_signature
+from tvmrepro.tracker.triage_job import reports_of_request
+from tvmrepro.triage_jobs import read_triage, triage_runs
 
 log = logging.getLogger(__name__)
 TOKEN_BYTES = 24  # 192 random bits
@@ -129,10 +133,31 @@ class JobService:
             raise NotServed(unserved, f"environments[{index}]")
 
     def _case(self, request: JobRequest) -> Case:
+        if request.case is None:
+            raise BadInput("case", f"a {request.kind} job needs a case")
         try:
             return parse_case(request.case)
         except BadInput as exc:
             raise _prefixed(exc, "case") from exc
+
+    def _submit_triage(self, request: JobRequest) -> JobView:
+        """A triage job: a run job per report with code, its runs on every environment
+        (oldest first), all admitted at once (CONTRACT.md, "Tracker")."""
+        reports = reports_of_request(request.reports)
+        envs = sorted(self._environments(request.environments), key=lambda env: env.version)
+        self._check_served(envs, request)
+
+        def make_runs(job_id: str, case: Case, chosen: list[Environment],
+                      now: float) -> list[RunRow]:
+            planned = fan_out(case, chosen, {}, case_field="case")
+            return self._runs(job_id, case, planned, request.bypass_cache, now)
+
+        job_id, runs = store_triage(self.store, reports, envs, make_runs, request.bypass_cache,
+                                    self.settings.max_queued_runs, time.time())
+        self._publish([run for run in runs if run.state == RunState.QUEUED])
+        view = self.job(job_id)
+        assert view is not None  # stored just above
+        return view
 
     def _runs(self, job_id: str, case: Case, planned: list[PlannedRun], bypass_cache: bool,
               now: float) -> list[RunRow]:
@@ -155,9 +180,11 @@ class JobService:
         request = self._request(body)
         refuse_other_kinds_fields(request)
         self.expire_waiting()  # runs that waited too long leave the queue before it is counted
-        submit = {"reduce": self._submit_narrowing, "extract": self._submit_narrowing,
-                  "bisect": self._submit_bisect}.get(request.kind, self._submit_run)
-        view = submit(request)
+        submitters: dict[JobKind, Callable[[JobRequest], JobView]] = {
+            JobKind.RUN: self._submit_run, JobKind.BISECT: self._submit_bisect,
+            JobKind.REDUCE: self._submit_narrowing, JobKind.EXTRACT: self._submit_narrowing,
+            JobKind.TRIAGE: self._submit_triage}
+        view = submitters[JobKind(request.kind)](request)
         token = secrets.token_urlsafe(TOKEN_BYTES)
         self.store.set_cancel_digest(view.id, token_digest(token))
         return view.model_copy(update={"cancel_token": token})
@@ -233,6 +260,8 @@ class JobService:
         if self.expire_waiting(job.runs):  # read again with their results
             job = self.store.job(job_id)
             assert job is not None  # it was there a moment ago; jobs are never deleted
+        if job.kind == JobKind.TRIAGE:
+            return self._triage_view(job)
         job, bisect = (read_bisect(self.store, self.catalog, self._publish, job)
                        if job.kind == "bisect" else (job, None))
         comparisons, symbols = job.comparisons, job.symbols
@@ -252,6 +281,15 @@ class JobService:
             matrix=build_matrix(job, comparisons), case=job.case, bisect=bisect,
             symbols=symbols or [],  # made once, when the job's last run was stored
             likely_duplicates=self._likely_duplicates(job))
+
+    def _triage_view(self, job: JobRow) -> JobView:
+        """A triage job: its answer so far; its runs are its run jobs' (each on its own page)."""
+        runs = triage_runs(self.store, job.id)
+        return JobView(
+            id=job.id, kind=job.kind, title=job.title, status=job_status(runs),
+            created_at=_iso(job.created_at), environments=job.environments, variants=[],
+            bypass_cache=job.bypass_cache, cached_runs=sum(run.cached for run in runs), runs=[],
+            matrix=build_matrix(job, []), case={}, triage=read_triage(self.store, job))
 
     def _likely_duplicates(self, job: JobRow) -> list[KnownIssue]:
         """The issues that a triage saw fail with a signature of this job's failures."""
@@ -316,7 +354,8 @@ class JobService:
             raise Forbidden(f"the {CANCEL_HEADER} given is not job {job_id}'s cancel token; "
                             "only whoever submitted the job can cancel it", CANCEL_HEADER)
         cancelled = 0
-        for run in self.store.unfinished_of(job_id):
+        run_jobs = [job_id, *self.store.triage_run_jobs(job_id)]  # a triage's runs are theirs
+        for run in [run for one in run_jobs for run in self.store.unfinished_of(one)]:
             result = Result(environment=run.environment, variant=run.variant,
                             status=Status.INFRA_ERROR, error_type="Cancelled",
                             message="cancelled before it finished", signature="Cancelled")

@@ -19,7 +19,8 @@ from tvmrepro.store import Store
 # (a bisect job given `variants` is told by its own check).
 KIND_FIELDS = {"variant": ("bisect", "reduce"), "oracle": ("bisect", "reduce"),
                "reference": ("bisect",), "repeat": ("bisect",), "strategy": ("bisect",),
-               "budget_s": ("reduce",), "at": ("extract",), "variants": ("run", "bisect")}
+               "budget_s": ("reduce",), "at": ("extract",), "variants": ("run", "bisect"),
+               "reports": ("triage",), "case": ("run", "bisect", "reduce", "extract")}
 Publish = Callable[[list[RunRow]], None]
 
 

@@ -15,6 +15,7 @@ from flask import Blueprint, Response, current_app, jsonify, make_response, rend
 from pydantic import BaseModel, Field
 
 from service.jobs import JobService
+from tvmrepro.lifecycle import JobKind
 
 web = Blueprint("web", __name__, template_folder="templates", static_folder="static",
                 static_url_path="/assets")
@@ -64,10 +65,12 @@ def index() -> Response:
 @web.get("/jobs/<job_id>")
 def job_page(job_id: str) -> Response:
     """A job's page: its matrix, logs, IR, diffs and report, updated while it runs."""
-    job = _service().store.job(job_id)
+    job = _service().store.job(job_id, results=False)
     if job is None:
         return _page("missing.html", 404, job_id=job_id)
-    return _page("job.html", job_id=job_id, title=job.title or f"job {job_id}")
+    # A triage's page shows its reports' verdicts; each report's runs are on its run job's page.
+    template = "triage.html" if job.kind == JobKind.TRIAGE else "job.html"
+    return _page(template, job_id=job_id, title=job.title or f"job {job_id}")
 
 
 @web.get("/api/v1/passes")

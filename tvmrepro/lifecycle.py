@@ -40,6 +40,16 @@ class RunState(str, Enum):
     DONE = "done"
 
 
+class JobKind(str, Enum):
+    """What a job does; each kind is submitted by its own handler (service/jobs.py)."""
+
+    RUN = "run"  # every variant on every environment
+    BISECT = "bisect"  # since when, fixed when (CONTRACT.md, "Bisection")
+    REDUCE = "reduce"  # the smallest case that still shows the bug ("Reduction")
+    EXTRACT = "extract"  # a script's failing step as a module-mode case ("Reduction")
+    TRIAGE = "triage"  # many reports at once: a run job per report ("Tracker")
+
+
 class JobStatus(str, Enum):
     """A job's status, following from its runs."""
 

@@ -10,6 +10,7 @@ from tvmrepro.lifecycle import JobStatus, RunState
 from tvmrepro.narrowing import Extraction, Reduction
 from tvmrepro.symbols import SymbolTrace
 from tvmrepro.tracker.known import KnownIssue
+from tvmrepro.tracker.triage_job import TriageJobAnswer
 
 # The case is validated by tvmrepro.cases (errors name case.<field>); its schema is Case's.
 CaseJson = Annotated[dict[str, Any],
@@ -20,8 +21,8 @@ class JobRequest(BaseModel):
     """POST /api/v1/jobs."""
 
     model_config = ConfigDict(extra="forbid", strict=True)  # "yes" is not a boolean here
-    kind: Literal["run", "bisect", "reduce", "extract"] = "run"
-    case: CaseJson
+    kind: Literal["run", "bisect", "reduce", "extract", "triage"] = "run"
+    case: CaseJson | None = Field(default=None, description="the case (every kind but triage)")
     environments: list[str] | Literal["all"] = Field(
         default="all", description="environment ids, or 'all': every environment a live "
                                    "worker serves")
@@ -48,6 +49,12 @@ class JobRequest(BaseModel):
     at: str | None = Field(default=None, description="extract: where the case starts: chain "
                            "(default: the module its failing step's passes began with), "
                            "failing (the failing step), inner (the innermost pass that raised)")
+    # A triage job's own field (CONTRACT.md, "Tracker"), instead of a case.
+    # Items checked one by one (tracker.triage_job), so that an error names the report.
+    reports: list[Any] | None = Field(
+        default=None, description="triage: the reports, each an issue's Markdown body, an "
+        "issue as `gh issue list --json number,title,state,body,url` gives it, or a report as "
+        "`tvmrepro import --json` prints it")
 
 
 class CellRef(BaseModel):
@@ -247,6 +254,8 @@ class JobView(BaseModel):
     bisect: Bisection | None = Field(default=None, description="a bisect job's answer so far")
     reduce: Reduction | None = Field(default=None, description="a reduce job's answer so far")
     extract: Extraction | None = Field(default=None, description="an extract job's answer")
+    triage: TriageJobAnswer | None = Field(
+        default=None, description="a triage job's answer over the reports done so far")
     symbols: list[SymbolTrace] = Field(
         default_factory=list, description="every global function an error names, followed "
                                           "through the passes of each variant and environment")

@@ -17,6 +17,7 @@
     narrowings    a reduce or extract job's options, progress and answer (CONTRACT.md, "Reduction")
     known_issues  the signature of each triaged issue's bug (a job failing with it names the
                   issue a likely duplicate)
+    triage_reports  a triage job's reports in order, each with the run job of its script
 
 Every change here is also a revision in tvmrepro/migrations/versions/ (a test compares them).
 
@@ -163,4 +164,15 @@ known_issues = sa.Table(
     sa.Column("state", sa.String(16), nullable=True),
     sa.Column("signature", sa.Text, nullable=False),
     sa.Column("recorded_at", sa.Float, nullable=False),
+)
+
+# One row per report of a triage job, in order: the report as imported (its script, state and
+# quoted error) and the run job its script became (null: no code). The runs are that job's, so
+# a triage's runs are queued, cached, recovered and stored as every run is.
+triage_reports = sa.Table(
+    "triage_reports", metadata,
+    sa.Column("job_id", ID, sa.ForeignKey("jobs.id"), primary_key=True),
+    sa.Column("ordinal", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("report", sa.JSON, nullable=False),
+    sa.Column("run_job", ID, nullable=True, index=True),
 )

@@ -26,6 +26,7 @@ from tvmrepro.results import Result
 from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.store_bisections import BisectionRows
 from tvmrepro.store_known_issues import KnownIssueRows
+from tvmrepro.store_triages import TriageRows, run_jobs_of_triages
 from tvmrepro.store_workers import WorkerRegistry
 from tvmrepro.symbols import SymbolTrace, symbol_traces
 
@@ -56,31 +57,41 @@ def open_store(url: str, pooled: bool = True) -> Store:
     return store
 
 
-class Store(WorkerRegistry, BisectionRows, KnownIssueRows):
+class Store(WorkerRegistry, BisectionRows, KnownIssueRows, TriageRows):
     """Every read and write of jobs and runs; safe to share between threads of one process.
-    The workers' registry, the bisections' and the known issues' rows are its parents'
-    (store_workers, store_bisections, store_known_issues); the engine and schema are
-    StoreBase's."""
+    The workers' registry, the bisections', the known issues' and the triages' rows are its
+    parents' (store_workers, store_bisections, store_known_issues, store_triages); the engine
+    and schema are StoreBase's."""
 
     # Submission ---------------------------------------------------------------
 
     def submit(self, job: JobRow, new_runs: list[RunRow], cap: int) -> None:
         """Store a job and its runs in one transaction, or raise QueueFull storing nothing."""
+        self.submit_jobs([(job, new_runs)], cap)
+
+    def submit_jobs(self, jobs: list[tuple[JobRow, list[RunRow]]], cap: int,
+                    then: Callable[[Connection], None] | None = None) -> None:
+        """Store jobs and their runs (and what `then` writes) in one transaction, or raise
+        QueueFull storing nothing: a triage's run jobs are admitted together."""
+        new_runs = [run for _, runs in jobs for run in runs]
         waiting_new = any(run.state == RunState.QUEUED for run in new_runs)
-        # Every run came from the cache: the job is finished as stored, its comparisons with it.
-        settled = bool(new_runs) and all(run.done for run in new_runs)
-        found = self._compared(job.model_copy(update={"runs": new_runs})) if settled else None
+        # A job whose every run came from the cache is finished as stored, its comparisons
+        # with it.
+        settled = [(job, self._compared(job.model_copy(update={"runs": runs})), len(runs))
+                   for job, runs in jobs if runs and all(run.done for run in runs)]
         with self._write() as conn:
             # Locks the admission row: concurrent submissions count and insert one at a time.
             conn.execute(t.admission.update().where(t.admission.c.id == 1)
                          .values(tickets=t.admission.c.tickets + 1))
             if waiting_new:
                 self._admit(conn, new_runs, cap)
-            conn.execute(t.jobs.insert().values(**job.columns()))
+            conn.execute(t.jobs.insert(), [job.columns() for job, _ in jobs])
             if new_runs:
                 conn.execute(t.runs.insert(), [run.columns() for run in new_runs])
-            if found is not None:
-                self._insert_comparisons(conn, job.id, found, len(new_runs))
+            for job, found, count in settled:
+                self._insert_comparisons(conn, job.id, found, count)
+            if then is not None:
+                then(conn)
 
     @staticmethod
     def _admit(conn: Connection, new_runs: list[RunRow], cap: int) -> None:
@@ -188,15 +199,22 @@ class Store(WorkerRegistry, BisectionRows, KnownIssueRows):
                                       "symbols": symbols})
 
     def job_page(self, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
-        """Jobs newest first (id, kind, title, created_at, runs, done), and how many there are."""
+        """Jobs newest first (id, kind, title, created_at, runs, done), and how many there are.
+        A triage's run jobs are shown under it: not listed, their runs counted as its own."""
         done = sa.func.sum(sa.case((t.runs.c.state == RunState.DONE.value, 1), else_=0))
+        listed = ~t.jobs.c.id.in_(run_jobs_of_triages())
         query = (sa.select(t.jobs.c.id, t.jobs.c.kind, t.jobs.c.title, t.jobs.c.created_at,
                            sa.func.count(t.runs.c.id).label("runs"), done.label("done"))
-                 .outerjoin(t.runs, t.runs.c.job_id == t.jobs.c.id).group_by(t.jobs.c.id)
+                 .outerjoin(t.runs, t.runs.c.job_id == t.jobs.c.id).where(listed)
+                 .group_by(t.jobs.c.id)
                  .order_by(t.jobs.c.created_at.desc(), t.jobs.c.id).limit(limit).offset(offset))
         with self.engine.connect() as conn:
             rows = [dict(r) for r in conn.execute(query).mappings()]
-            total = int(conn.execute(sa.select(sa.func.count()).select_from(t.jobs)).scalar_one())
+            total = int(conn.execute(sa.select(sa.func.count()).select_from(t.jobs)
+                                     .where(listed)).scalar_one())
+        for row in rows:
+            if row["kind"] == "triage":
+                row.update(self.triage_run_counts(row["id"]))
         return rows, total
 
     def jobs_of_kind(self, kind: str) -> list[JobRow]:

@@ -41,6 +41,7 @@ from worker.narrowing import run_narrowing
 from worker.runner import run_variant
 from worker.runtimes import make_runtime
 from worker.runtimes.base import Execution, Runtime, SandboxJob
+from worker.triage import after_triage_run
 
 log = logging.getLogger(__name__)
 STORE_RETRIES = 5  # a store that is briefly away (restart, failover) is waited for
@@ -187,4 +188,5 @@ def run(self: Task, run_id: str) -> str:
         return "skipped"
     stored = finish(ctx, claim, execute(ctx, claim))
     after_run(self.app, ctx.store, claim.job_id)  # a bisect job's next step, if it is one
+    after_triage_run(ctx.store, claim.job_id)  # a finished triage's known issues, if it is one
     return "stored" if stored else "duplicate"

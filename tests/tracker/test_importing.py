@@ -217,7 +217,7 @@ def test_triage_reads_the_directory_an_import_wrote(tmp_path: Path) -> None:
     assert read_reports(tmp_path) == import_file(CORPUS)
     assert json.loads((tmp_path / "17357.json").read_text())["opt_level"] == 4
     ran = CliRunner().invoke(main, ["triage", str(tmp_path / "absent")])
-    assert ran.exit_code == 2 and "--local" in ran.stderr
+    assert ran.exit_code == 2 and "absent: cannot read" in ran.stderr
     ran = CliRunner().invoke(main, ["triage", str(tmp_path.parent), "--local"])
     assert ran.exit_code == 2 and "reports.json" in ran.stderr
 

@@ -172,8 +172,9 @@ def valid_module_case(script: str, title: str) -> dict[str, Any] | None:
     return case
 
 
-def _export_entry(item: Any, index: int) -> ImportedReport:
-    where = f"[{index}]"
+def export_entry(item: Any, index: int, prefix: str = "") -> ImportedReport:
+    """One issue of an export (`[index]` in messages, after `prefix`), imported."""
+    where = f"{prefix}[{index}]"
     if not isinstance(item, dict):
         raise BadInput(where, f"must be an object with {', '.join(EXPORT_FIELDS)}, "
                               f"got {type(item).__name__}")
@@ -197,7 +198,7 @@ def import_export(data: Any) -> list[ImportedReport]:
     """Every report of a decoded `gh issue list --json ...` export."""
     if not isinstance(data, list):
         raise BadInput("issues", f"must be a JSON array of issues, got {type(data).__name__}")
-    reports = [_export_entry(item, i) for i, item in enumerate(data)]
+    reports = [export_entry(item, i) for i, item in enumerate(data)]
     numbers = [r.number for r in reports if r.number is not None]
     if len(set(numbers)) != len(numbers):
         twice = sorted({n for n in numbers if numbers.count(n) > 1})

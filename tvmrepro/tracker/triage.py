@@ -8,7 +8,7 @@ import re
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tvmrepro.results import FAILING, NOT_MEASURED
 from tvmrepro.tracker.importing import ImportedReport
@@ -74,7 +74,8 @@ class AuditEntry(BaseModel):
     number: int | None
     state: str | None
     finding: Finding
-    since: str | None = None
+    # Only where a fix was seen (CONTRACT.md, "Tracker"), in a triage job's JSON too.
+    since: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class TriageAnswer(BaseModel):
