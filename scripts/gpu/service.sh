@@ -47,12 +47,16 @@ summary() {  # label file
 import json, sys
 label, path = sys.argv[1], sys.argv[2]
 for r in json.load(open(path))["runs"]:
-    iso = r.get("isolation") or {}
-    print(f"{label}: {r['env']} {r.get('variant')} status={r['status']} stage={r.get('stage')} "
-          f"error={r.get('error_type')} seconds={r.get('seconds')} harness={r.get('harness_seconds')} "
-          f"warm={iso.get('warm')} sandbox={iso.get('sandbox')} gpu={iso.get('gpu')}")
-    if r.get("outputs"):
-        print("   outputs:", json.dumps(r["outputs"])[:600])
+    iso, took = r.get("isolation") or {}, r.get("seconds") or {}
+    print(f"{label}: {r['environment']} {r.get('variant')}: {r['status']} at {r.get('stage')}"
+          f" {r.get('error_type') or ''} (run {took.get('total')} s, harness {took.get('harness')} s;"
+          f" warm={iso.get('warm')} sandbox={iso.get('sandbox')} uid={iso.get('uid')}"
+          f" cgroup={'yes' if iso.get('cgroup') else 'none'} gpu={iso.get('gpu')})")
+    out, ref = r.get("outputs"), r.get("reference_outputs")
+    if out:
+        print(f"   output sum {out.get('sum')} sha256 {out.get('sha256', '')[:16]}"
+              + (f"; NumPy reference sum {ref.get('sum')} sha256 {ref.get('sha256', '')[:16]}:"
+                 f" {'equal' if ref.get('sha256') == out.get('sha256') else 'DIFFERENT'}" if ref else ""))
     if r.get("message"):
         print("   message:", r["message"][:300])
 PY
@@ -80,15 +84,21 @@ summary founding "$OUT/founding.json"
 
 step "a run asking for more GPU memory than the device has, then one more run"
 tvmrepro run scripts/gpu/cases/gpu-memory-hog.json --env "$env_id" --json --bypass-cache > "$OUT/hog.json"
-summary hog "$OUT/hog.json"
+summary "GPU memory hog" "$OUT/hog.json"
 tvmrepro run scripts/gpu/cases/matmul-relu.json --env "$env_id" --json --bypass-cache > /tmp/after.json
 summary "matmul after the hog" /tmp/after.json
 
-step "the zygote never opened a GPU device"
-for pid in $(pgrep -f -- "--zygote"); do
-  nodes=$(ls -l /proc/$pid/fd 2>/dev/null | grep -c /dev/nvidia)
-  echo "zygote process $pid ($(tr '\0' ' ' < /proc/$pid/cmdline | cut -c1-80)): open /dev/nvidia* descriptors: $nodes"
+step "a run taking 8 GiB of host memory under memory_mb 2048 (no cgroup here: RLIMIT_DATA)"
+tvmrepro run scripts/gpu/cases/host-memory-hog.json --env "$env_id" --json --bypass-cache > /tmp/host.json
+summary "host memory hog" /tmp/host.json
+
+step "the zygotes never opened a GPU device (the runs forked from them did)"
+zygotes=0 on_gpu=0
+for pid in $(pgrep -f -- "^/mnt/env/bin/python -m harness --zygote"); do
+  zygotes=$((zygotes + 1))
+  if ls -l /proc/$pid/fd 2>/dev/null | grep -q /dev/nvidia; then on_gpu=$((on_gpu + 1)); fi
 done
+echo "zygote processes: $zygotes; with a /dev/nvidia* descriptor open: $on_gpu"
 nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv
 tail -20 /tmp/up.log
 kill -INT -- -$up_pid; sleep 5; kill -9 -- -$up_pid 2>/dev/null

@@ -54,12 +54,13 @@ def test_a_cpu_sandbox_gets_nothing_of_the_gpus(stand_in_driver: Path) -> None:
     assert gpu.gpu_environ(CPU) == {} and gpu.gpu_summary(CPU) == {}
 
 
-def test_a_cuda_run_has_no_address_space_cap_and_a_cpu_run_has(tmp_path: Path) -> None:
+def test_a_cuda_run_caps_its_data_not_its_address_space(tmp_path: Path) -> None:
     settings = Settings(home=tmp_path)
     case = {"timeout_s": 30, "memory_mb": 1024}
     cpu, cuda = (Limits.of(SandboxJob("r", "j", env, case, "v"), settings) for env in (CPU, CUDA))
-    assert cpu.child_rlimits()["RLIMIT_AS"] == 1024 << 20 and "RLIMIT_AS" in rlimit_names(cpu)
-    assert "RLIMIT_AS" not in cuda.child_rlimits() and "RLIMIT_AS" not in rlimit_names(cuda)
+    for limits, kept, left in ((cpu, "RLIMIT_AS", "RLIMIT_DATA"), (cuda, "RLIMIT_DATA", "RLIMIT_AS")):
+        for rlimits in (limits.child_rlimits(), rlimit_names(limits)):
+            assert rlimits[kept] == 1024 << 20 and left not in rlimits
     # A warm sandbox serves only runs of its own kind: a CPU one's cap would break CUDA.
     assert Limits.pooled(settings, CUDA).covers(cuda) and not Limits.pooled(settings).covers(cuda)
     assert Limits.pooled(settings, CPU).covers(cpu)

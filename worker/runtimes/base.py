@@ -71,9 +71,11 @@ class Limits:
     cpu_seconds: int
     open_files: int = OPEN_FILES_CAP
     file_size: int = FILE_SIZE_CAP
-    # RLIMIT_AS at memory_mb, but not for a GPU run: the CUDA driver reserves address space for
-    # unified memory far past any memory limit when it starts (cuInit fails under the cap); the
-    # run's memory is then bounded by its cgroup alone.
+    # Each process's memory is capped at memory_mb by RLIMIT_AS (the address space), but a GPU
+    # run's by RLIMIT_DATA (its heap and private writable mappings): the CUDA driver reserves
+    # address space for unified memory far past any such limit when it starts (cuInit fails
+    # under RLIMIT_AS), with inaccessible mappings RLIMIT_DATA does not count. The run's cgroup,
+    # where one can be made, caps all its processes together either way.
     address_space_cap: bool = True
 
     @classmethod
@@ -107,13 +109,13 @@ class Limits:
                 and (self.pids, self.tmpfs_mb, self.cpus, self.address_space_cap)
                 == (other.pids, other.tmpfs_mb, other.cpus, other.address_space_cap))
 
-    def address_space(self) -> dict[str, int]:
-        """RLIMIT_AS, where these limits cap the address space."""
-        return {"RLIMIT_AS": self.memory_mb << 20} if self.address_space_cap else {}
+    def memory_rlimit(self) -> dict[str, int]:
+        """The rlimit capping each process's memory: RLIMIT_AS, or a GPU run's RLIMIT_DATA."""
+        return {"RLIMIT_AS" if self.address_space_cap else "RLIMIT_DATA": self.memory_mb << 20}
 
     def child_rlimits(self) -> dict[str, int]:
         """What the supervisor sets on the case's child (resource module names)."""
-        return {**self.address_space(), "RLIMIT_CPU": self.cpu_seconds}
+        return {**self.memory_rlimit(), "RLIMIT_CPU": self.cpu_seconds}
 
 
 @dataclass
@@ -304,7 +306,7 @@ def fingerprint_tvm(facts: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def rlimit_names(limits: Limits) -> dict[str, int]:
     """The sandbox process's own rlimits (resource module names), before its supervisor starts."""
-    return {**limits.address_space(), "RLIMIT_CPU": limits.cpu_seconds,
+    return {**limits.memory_rlimit(), "RLIMIT_CPU": limits.cpu_seconds,
             "RLIMIT_NPROC": limits.pids, "RLIMIT_FSIZE": limits.file_size,
             "RLIMIT_NOFILE": limits.open_files, "RLIMIT_CORE": 0}
 
