@@ -34,6 +34,9 @@ LOG_CAP_BYTES = 1 << 20
 MAX_REQUEST_BYTES = 1 << 20
 MAX_QUEUED_RUNS = 500
 MAX_DELIVERIES = 3
+# Characters of IR that one job's runs may store in all (each run's own is capped too:
+# worker/runner.py); past it a run's IR is not stored, and a marker says so (tvmrepro.stored_ir).
+JOB_IR_CAP = 256 << 20
 SANDBOX_PIDS = 256
 SANDBOX_CPUS = 2.0  # CPU quota of a Docker sandbox (cores)
 DEFAULT_HOST = "127.0.0.1"
@@ -101,6 +104,7 @@ class Settings(BaseModel):
     max_request_bytes: int = Field(default=MAX_REQUEST_BYTES, gt=0)
     max_queued_runs: int = Field(default=MAX_QUEUED_RUNS, ge=0)
     max_deliveries: int = Field(default=MAX_DELIVERIES, gt=0)
+    job_ir_cap: int = Field(default=JOB_IR_CAP, ge=0)
     sandbox_pids: int = Field(default=SANDBOX_PIDS, gt=0)
     sandbox_cpus: float = Field(default=SANDBOX_CPUS, gt=0)
     host: str = DEFAULT_HOST

@@ -36,6 +36,7 @@ from tvmrepro.queue import RUN_TASK, worker_concurrency
 from tvmrepro.results import Result, Status
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store
+from tvmrepro.stored_ir import within_job_ir_cap
 from worker.bisection import after_run
 from worker.narrowing import run_narrowing
 from worker.runner import run_variant
@@ -165,9 +166,11 @@ def execute(ctx: WorkerContext, claim: Claim) -> Result:
 
 
 def finish(ctx: WorkerContext, claim: Claim, result: Result) -> bool:
-    """Store the result; one the store refuses becomes the run's infra_error with the reason."""
+    """Store the result (its IR within the job's cap: tvmrepro.stored_ir); one the store
+    refuses becomes the run's infra_error with the reason."""
     try:
-        return ctx.store.finish(claim.run_id, result)
+        kept = within_job_ir_cap(ctx.store, claim.job_id, result, ctx.settings.job_ir_cap)
+        return ctx.store.finish(claim.run_id, kept)
     except sa.exc.OperationalError:
         raise  # the store is away: retried by the task
     except Exception as exc:
