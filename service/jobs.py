@@ -34,6 +34,7 @@ from tvmrepro.cases import Case, bad_input, parse_case
 from tvmrepro.comparisons import compare
 from tvmrepro.environments import Catalog, Environment, default_catalog
 from tvmrepro.errors import BadInput, Forbidden, NotServed
+from tvmrepro.expiry import expire_waiting
 from tvmrepro.fanout import PlannedRun, fan_out
 from tvmrepro.lifecycle import JobKind, RunState, cache_key
 from tvmrepro.models import (
@@ -53,7 +54,7 @@ from tvmrepro.models import (
 from tvmrepro.queue import broker_ping, make_celery, publish_run
 from tvmrepro.results import Result, Status
 from tvmrepro.rows import JobRow, RunRow
-from tvmrepro.settings import Settings, variable_name
+from tvmrepro.settings import Settings
 from tvmrepro.store import Store, open_store
 from tvmrepro.tracker.known import KnownIssue, likely_duplicates, result_bug_signature
 from tvmrepro.tracker.triage_job import reports_of_request
@@ -179,7 +180,9 @@ class JobService:
         The answer carries the job's cancel token, given this once (the store keeps its hash)."""
         request = self._request(body)
         refuse_other_kinds_fields(request)
-        self.expire_waiting()  # runs that waited too long leave the queue before it is counted
+        # Runs that waited too long leave the queue before it is counted (a worker's recovery
+        # sweep ends them too; a read of a job never does: tvmrepro.expiry).
+        expire_waiting(self.store, self.settings.wait_expiry_s)
         submitters: dict[JobKind, Callable[[JobRequest], JobView]] = {
             JobKind.RUN: self._submit_run, JobKind.BISECT: self._submit_bisect,
             JobKind.REDUCE: self._submit_narrowing, JobKind.EXTRACT: self._submit_narrowing,
@@ -257,9 +260,6 @@ class JobService:
         job = self.store.job(job_id)
         if job is None:
             return None
-        if self.expire_waiting(job.runs):  # read again with their results
-            job = self.store.job(job_id)
-            assert job is not None  # it was there a moment ago; jobs are never deleted
         if job.kind == JobKind.TRIAGE:
             return self._triage_view(job)
         job, bisect = (read_bisect(self.store, self.catalog, self._publish, job)
@@ -361,23 +361,6 @@ class JobService:
                             message="cancelled before it finished", signature="Cancelled")
             cancelled += self.store.finish(run.id, result)
         return Cancelled(id=job_id, cancelled_runs=cancelled)
-
-    def expire_waiting(self, runs: list[RunRow] | None = None) -> int:
-        """End as `infra_error` Expired every run that has waited for a worker longer than
-        TVMREPRO_WAIT_EXPIRY_S (of `runs`, or of the whole queue); how many it ended."""
-        before = time.time() - self.settings.wait_expiry_s
-        stale = (self.store.waiting_since(before) if runs is None else
-                 [run for run in runs if run.state == RunState.QUEUED and run.created_at < before])
-        expired = 0
-        for run in stale:
-            result = Result(
-                environment=run.environment, variant=run.variant, status=Status.INFRA_ERROR,
-                error_type="Expired", signature="Expired",
-                message=f"no worker took it within {self.settings.wait_expiry_s:g} s "
-                        f"({variable_name('wait_expiry_s')}); submit it again when a worker "
-                        f"serves {run.environment}")
-            expired += self.store.finish(run.id, result)
-        return expired
 
     def health(self) -> Health:
         """Whether the store and the broker answer."""

@@ -12,6 +12,8 @@ looks, in the job store, at the unfinished runs of the environments it serves:
   (a lost host), unless it was published again since it was claimed.
 Those are published again. A duplicate message is harmless: the task claims the
 run in the store first and drops it when it is done or held by a live process.
+Every sweep also ends the runs of any environment that have waited longer than
+`wait_expiry_s` (tvmrepro.expiry: a read of a job never writes them).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 from celery import Celery, bootsteps
 
+from tvmrepro.expiry import expire_waiting
 from tvmrepro.lifecycle import RunState
 from tvmrepro.liveness import claimer_gone, process_token
 from tvmrepro.queue import (
@@ -105,6 +108,7 @@ class Sweeper:
         """One sweep; a failure is logged and the next tick tries again."""
         try:
             record_heartbeat(self.app, self.store, self.environments)
+            expire_waiting(self.store, self.settings.wait_expiry_s)  # never published again
             lost = self.lost_runs()
             for row in lost:  # in the lane of its time limit, as when it was submitted
                 publish_run(self.app, row.id, row.environment, row.timeout_s)

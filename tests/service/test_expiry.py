@@ -1,0 +1,69 @@
+"""Waiting runs expire by writers only (through the API in process, a real SQLite store): a GET
+of a job whose run waited past TVMREPRO_WAIT_EXPIRY_S writes nothing and answers even from a
+store that refuses every write; a worker's recovery sweep then ends the run Expired."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from service.app import create_app
+from service.jobs import JobService
+from tests.conftest import NEW_ENV, OLD_ENV
+from tests.service.test_api import post
+from tvmrepro import schema
+from tvmrepro.settings import Settings
+from worker.recovery import Sweeper
+
+WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+
+
+@contextmanager
+def writes_refused(engine: sa.engine.Engine) -> Iterator[list[str]]:
+    """Every write statement on `engine` fails (as on a read-only store) and is recorded."""
+    attempted: list[str] = []
+
+    def refuse(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if statement.lstrip().upper().startswith(WRITES):
+            attempted.append(statement)
+            raise PermissionError(f"the store refuses writes: {statement[:60]}")
+
+    sa.event.listen(engine, "before_cursor_execute", refuse)
+    try:
+        yield attempted
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", refuse)
+
+
+def test_a_read_writes_nothing_and_the_sweep_expires_the_run(
+        tmp_path: Path, founding_case: dict[str, Any]) -> None:
+    settings = Settings.from_env({"TVMREPRO_HOME": str(tmp_path),
+                                  "TVMREPRO_WAIT_EXPIRY_S": "3600"})
+    app = create_app(settings)
+    service: JobService = app.extensions["tvmrepro"]
+    service.store.heartbeat("host:1:1.00", [NEW_ENV])  # OLD_ENV is served by no worker
+    http = app.test_client()
+    try:
+        status, stuck = post(http, {"case": founding_case, "environments": [OLD_ENV],
+                                    "bypass_cache": True, "wait": True})
+        assert status == 202, stuck
+        with service.store.engine.begin() as conn:  # an hour and a bit later
+            conn.execute(schema.runs.update().where(schema.runs.c.job_id == stuck["id"])
+                         .values(created_at=schema.runs.c.created_at - 3700))
+        with writes_refused(service.store.engine) as attempted:
+            answer = http.get(f"/api/v1/jobs/{stuck['id']}")
+            listed = http.get("/api/v1/jobs")
+        assert attempted == []
+        assert answer.status_code == 200 and listed.status_code == 200, answer.text
+        assert {run["state"] for run in answer.get_json()["runs"]} == {"queued"}
+        Sweeper(service.celery, settings, [NEW_ENV]).tick()
+        expired = http.get(f"/api/v1/jobs/{stuck['id']}").get_json()
+        assert expired["status"] == "failed"
+        assert {(r["result"]["status"], r["result"]["error_type"]) for r in expired["runs"]} == {
+            ("infra_error", "Expired")}
+    finally:
+        service.store.dispose()
