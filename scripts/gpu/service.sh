@@ -98,7 +98,7 @@ for pid in $(pgrep -f -- "^/mnt/env/bin/python -m harness --zygote"); do
   zygotes=$((zygotes + 1))
   if ls -l /proc/$pid/fd 2>/dev/null | grep -q /dev/nvidia; then on_gpu=$((on_gpu + 1)); fi
 done
-echo "zygote processes: $zygotes; with a /dev/nvidia* descriptor open: $on_gpu"
+echo "processes started as a zygote (zygotes and the waiting sandboxes they forked): $zygotes; with a /dev/nvidia* descriptor open: $on_gpu"
 nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv
 tail -20 /tmp/up.log
 kill -INT -- -$up_pid; sleep 5; kill -9 -- -$up_pid 2>/dev/null
