@@ -94,7 +94,9 @@ class Recorder:
         self._hook_tracer()
         self._wrap_factories()
         self._wrap_pass_call()
-        for owner, name in ((self.tvm.relax, "build"), (self.tvm, "compile")):
+        builds = [(self.tvm.relax, "build"), (self.tvm, "compile")]
+        builds += [(getattr(self.tvm, n), "build") for n in ("tirx", "tir") if hasattr(self.tvm, n)]
+        for owner, name in builds:
             self._wrap_build(owner, name)
 
     def _link(self, mod: Any) -> int | None:
@@ -235,6 +237,17 @@ class Recorder:
 
         return make
 
+    def _as_module(self, mod: Any) -> Any:
+        """The module a build takes: an IRModule, or a PrimFunc made one as tvm.compile and
+        tirx.build make it (`IRModule.from_expr`); None for anything else."""
+        if isinstance(mod, self.tvm.IRModule):
+            return mod
+        prim_funcs = tuple(getattr(self.tvm, n).PrimFunc for n in ("tirx", "tir")
+                           if hasattr(getattr(self.tvm, n, None), "PrimFunc"))
+        if prim_funcs and isinstance(mod, prim_funcs):
+            return self.tvm.IRModule.from_expr(mod)
+        return None
+
     def _wrap_build(self, owner: Any, name: str) -> None:
         original = getattr(owner, name, None)
         if original is None:
@@ -245,8 +258,8 @@ class Recorder:
         def build(*args: Any, **kwargs: Any) -> Any:
             if self.build_depth == 0:
                 bound = signature.bind_partial(*args, **kwargs).arguments
-                mod = bound.get("mod", args[0] if args else None)
-                if isinstance(mod, self.tvm.IRModule):
+                mod = self._as_module(bound.get("mod", args[0] if args else None))
+                if mod is not None:
                     self._emit("build", name, mod, target=_target_text(bound.get("target")),
                                options=_build_options(bound))
             self.build_depth += 1
@@ -264,9 +277,10 @@ def _build_options(bound: dict[str, Any]) -> dict[str, Any]:
     options: dict[str, Any] = {}
     if "exec_mode" in bound:
         options["exec_mode"] = str(bound["exec_mode"])
-    for key in ("relax_pipeline", "tir_pipeline"):
-        if key in bound:
-            value = bound[key]
+    for key, given in (("relax_pipeline", "relax_pipeline"), ("tir_pipeline", "tir_pipeline"),
+                       ("tir_pipeline", "pipeline")):  # tirx.build names its TIR one `pipeline`
+        if given in bound:
+            value = bound[given]
             if value is None or isinstance(value, str):
                 options[key] = value
             else:

@@ -23,12 +23,29 @@ UNCHECKED_DECORATOR = "@I.ir_module(check_well_formed=False)"
 
 
 def well_formed(tvm: Any, mod: Any) -> bool:
-    """relax.analysis.well_formed: a bool on older releases, None or an exception on newer."""
+    """Well formed as the TVMScript parser checks it: relax.analysis.well_formed (a bool on
+    older releases, None or an exception on newer) and TIR's verify_well_formed (a PrimFunc's
+    buffers and variables: the Relax check does not look inside PrimFuncs)."""
     try:
         verdict = tvm.relax.analysis.well_formed(mod)
     except Exception:  # 0.27 raises for a module that is not well formed
         return False
-    return verdict is not False
+    return verdict is not False and _tir_well_formed(tvm, mod)
+
+
+def _tir_well_formed(tvm: Any, mod: Any) -> bool:
+    for name in ("tirx", "tir"):
+        try:
+            verify = getattr(getattr(tvm, name).analysis, "verify_well_formed", None)
+        except Exception:  # noqa: BLE001  (no such dialect on this release)
+            continue
+        if verify is None:
+            continue
+        try:
+            return bool(verify(mod, assert_mode=False))
+        except Exception:  # noqa: BLE001  (it raised instead of answering: not well formed)
+            return False
+    return True
 
 
 def unchecked(source: str) -> str:

@@ -6,19 +6,25 @@ per kind of failure, on the session's warm runtime (real TVM, small budgets).
   not well formed either.
 - tests/cases/tvm-20200: the script builds with exec_mode="compiled" and relax_pipeline=None;
   the failure needs both.
+- a case whose module comes as `module_json` (tvm.ir.save_json text, what extraction falls back
+  to where no printer gives TVMScript that parses back): reduced as the TVMScript it prints as.
 """
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import NEW_ENV, OLD_ENV, REPO
-from tvmrepro.cases import load_case_file, parse_case
+from tvmrepro.cases import JSON_MODULE_SOURCE, load_case_file, parse_case
 from tvmrepro.environments import Environment
+from tvmrepro.settings import Settings
 from worker.extraction import extract
-from worker.reduction import Options, reduce_case
+from worker.provision import env_python
+from worker.reduction import Options, reduce_case, source_lines
 from worker.runner import run_variant
 from worker.runtimes.local import LocalRuntime
 
@@ -79,3 +85,107 @@ def test_a_module_that_is_not_well_formed_is_reduced(
     again = run_variant(reduced, "extracted", env, warm_runtime).to_json()
     assert again["signature"] == found["signature"] == (
         "InternalError at VMShapeLowerMutator::MakeSymbolicShapeArg")
+
+
+# A module that fails at the build on 0.25 (the R.add after a reshape FoldConstant resolves is
+# never legalized: apache/tvm#20192), with a function the bug does not need.
+JSON_MODULE_SCRIPT = """
+import tvm
+from tvm.script import ir as I
+from tvm.script import relax as R
+
+
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32")):
+        s = R.shape_of(x)
+        t = R.shape_to_tensor(s)
+        target = R.tensor_to_shape(t)
+        y = R.reshape(x, target)
+        z = R.add(y, y)
+        return z
+
+    @R.function
+    def unused(a: R.Tensor((4, 4), "float32")):
+        b = R.multiply(a, a)
+        c = R.add(b, a)
+        return c
+
+
+print(tvm.ir.save_json(Module))
+"""
+
+
+def test_a_module_json_case_is_reduced_as_the_tvmscript_it_prints_as(
+        settings: Settings, tvm_envs: dict[str, Environment], warm_runtime: LocalRuntime,
+        tmp_path: Path) -> None:
+    env = tvm_envs[OLD_ENV]  # 0.26 and 0.27 crash in save_json on any Relax module
+    script = tmp_path / "save_json.py"  # a file: TVMScript's parser reads the class's source
+    script.write_text(JSON_MODULE_SCRIPT)
+    made = subprocess.run([str(env_python(settings, env)), str(script)],
+                          capture_output=True, text=True, timeout=120, check=True)
+    case = parse_case({"title": "module_json", "module_json": made.stdout.strip(),
+                       "variants": [{"name": "json", "passes": []}], "target": "llvm"})
+    assert case.source == JSON_MODULE_SOURCE
+    found = reduce_case(case, Options(env=env, variant="json", budget_s=150), warm_runtime)
+    # `before` counts the module as TVM printed it, not the three lines that load the JSON.
+    assert found["before"]["lines"] > 10 > source_lines(JSON_MODULE_SOURCE), found["log"]
+    assert found["after"]["lines"] < found["before"]["lines"], found["log"]
+    reduced = found["case"]
+    assert reduced["module_json"] is None and "MODULE_JSON" not in reduced["source"]
+    assert "def unused" not in reduced["source"] and "R.tensor_to_shape" in reduced["source"]
+    again = run_variant(parse_case(reduced), "json", env, warm_runtime).to_json()
+    assert again["status"] == "error" and again["stage"] == "build"
+    assert again["signature"] == found["signature"] == "InternalError at CodeGenVM::VisitExpr_"
+
+
+# A PrimFunc built by itself (tvm.compile takes a PrimFunc as well as an IRModule), and a
+# module whose PrimFunc is not well formed (n is used, never defined) where the Relax check
+# sees nothing wrong: the parser's check refuses it, the build fails in MakePackedAPI.
+PRIM_FUNC_BUILD = '''
+import tvm
+from tvm.script import ir as I
+from tvm.script import tirx as T
+
+
+@I.ir_module(check_well_formed=False)
+class Module:
+    @T.prim_func
+    def f(A: T.Buffer((8,), "int32")):
+        n = T.int32()
+        A[0] = n
+
+
+tvm.compile(Module["f"], target="llvm")
+'''
+
+
+def test_a_prim_func_build_is_extracted_with_its_module_not_well_formed(
+        tvm_envs: dict[str, Environment], warm_runtime: LocalRuntime, tmp_path: Path) -> None:
+    script = tmp_path / "prim_func_build.py"
+    script.write_text(PRIM_FUNC_BUILD)
+    found = extract(load_case_file(script), tvm_envs[NEW_ENV], warm_runtime)
+    # Before: "the script fails at stage build, but its module was not recorded" (only an
+    # IRModule given to a build was); then the module printed with its check on, which the
+    # parser refuses, so it came from another printer or as module_json.
+    assert found["stage"] == "build" and found["signature"] == "InternalError at MakePackedAPI"
+    assert found["module_from"] == f"printed by {NEW_ENV}", found["module_from"]
+    source = found["case"]["source"]
+    assert "@I.ir_module(check_well_formed=False)" in source and "n = T.int32()" in source
+    assert found["reproduces"], found["case_run"]
+
+
+def test_the_well_formed_verdict_looks_inside_prim_funcs(
+        settings: Settings, tvm_envs: dict[str, Environment], tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(f"import sys\nsys.path.insert(0, {str(REPO)!r})\n"
+                     + PRIM_FUNC_BUILD.replace('tvm.compile(Module["f"], target="llvm")', "")
+                     + "from images.harness.scriptsrc import well_formed\n"
+                     + "print(tvm.relax.analysis.well_formed(Module) is not False, "
+                     + "well_formed(tvm, Module))\n")
+    for env in tvm_envs.values():
+        done = subprocess.run([str(env_python(settings, env)), str(probe)], capture_output=True,
+                              text=True, timeout=120, check=True)
+        # The Relax check alone calls it well formed; the verdict (TIR's check too) does not.
+        assert done.stdout.split() == ["True", "False"], (env.id, done.stdout, done.stderr)
