@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import NEW_ENV
 from tvmrepro.cases import parse_case
-from tvmrepro.environments import Environment
+from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.results import Result
 from tvmrepro.settings import Settings
 from worker.runner import run_variant
@@ -167,6 +167,31 @@ def test_a_one_shot_command_whose_forks_fail_runs_cold(tvm_envs: dict[str, Envir
         assert result.status == "ok" and result.log.stdout == "cold\n", result.message
         assert result.isolation["warm"] is False
         assert runtime.zygotes is not None and runtime.zygotes.enabled is False
+    finally:
+        runtime.close()
+
+
+def test_zygotes_started_for_a_command_do_not_outlive_a_start_that_fails(
+        tvm_envs: dict[str, Environment], settings: Settings) -> None:
+    """The second environment of a command is not provisioned: the first one's zygote, already
+    started, is stopped too (it held its build and a run directory) and the error is the
+    caller's to say."""
+    from tvmrepro.errors import ProvisionError
+
+    runtime = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 0}))
+    if runtime.bwrap is None:
+        pytest.skip("bubblewrap is not installed")
+    never = default_catalog().get("tvm-0.25.0rc0-cuda")  # CUDA: never provisioned by the tests
+    ours = f"sandbox-{os.getpid()}-*"  # run directories of this process's runtimes
+    before = set(settings.work_dir.glob(ours))
+    mine = psutil.Process()
+    try:
+        with pytest.raises(ProvisionError):
+            runtime.start_zygotes([tvm_envs[NEW_ENV], never])
+        assert [c.cmdline() for c in mine.children(recursive=True)
+                if "--zygote" in c.cmdline()] == []
+        assert set(settings.work_dir.glob(ours)) == before
+        assert runtime.zygotes is not None and not runtime.zygotes.running
     finally:
         runtime.close()
 

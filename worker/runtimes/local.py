@@ -358,9 +358,11 @@ class LocalRuntime:
                 launched.append((env, self._launch_zygote(env)))
             for env, zygote in launched:
                 self._zygote_ready(env, zygote)
-        except RuntimeFault as exc:
+        except BaseException as exc:  # none is left running, whatever stopped the start
             for _env, zygote in launched:
                 zygote.stop()
+            if not isinstance(exc, RuntimeFault):
+                raise
             self.zygotes.disable(str(exc))
             return
         for env, zygote in launched:
@@ -379,26 +381,28 @@ class LocalRuntime:
         return zygote
 
     def _launch_zygote(self, env: Environment) -> Zygote:
-        """env's zygote, started (it goes on importing TVM); RuntimeFault if it cannot start."""
-        hold = contextlib.ExitStack()
-        envdir = hold.enter_context(in_use(self.settings, env))
-        rundir = self._prepare()
-        hold.callback(shutil.rmtree, rundir, True)
-        control, control_fd = control_pair()
-        command, fds = self._zygote_command(env, envdir, rundir,
-                                            Limits.pooled(self.settings, env), control_fd)
-        try:
-            with open(rundir / ZYGOTE_LOG, "wb") as output:  # a file: it never blocks a keeper
-                proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output,
-                                        stderr=output,
-                                        env={**sandbox_environ(), **gpu_environ(env)},
-                                        pass_fds=(control_fd, *fds), start_new_session=True)
-        except OSError as exc:
-            hold.close()
-            raise RuntimeFault(f"cannot start the zygote of {env.id}: {exc}") from exc
-        finally:
-            for fd in (control_fd, *fds):
-                os.close(fd)
+        """env's zygote, started (it goes on importing TVM); RuntimeFault if it cannot start.
+        Nothing it took (the build, its run directory, its control socket) outlives a failure."""
+        with contextlib.ExitStack() as starting:
+            envdir = starting.enter_context(in_use(self.settings, env))
+            rundir = self._prepare()
+            starting.callback(shutil.rmtree, rundir, True)
+            control, control_fd = control_pair()
+            starting.callback(control.close)
+            command, fds = self._zygote_command(env, envdir, rundir,
+                                                Limits.pooled(self.settings, env), control_fd)
+            try:
+                with open(rundir / ZYGOTE_LOG, "wb") as output:  # a file: never blocks a keeper
+                    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output,
+                                            stderr=output,
+                                            env={**sandbox_environ(), **gpu_environ(env)},
+                                            pass_fds=(control_fd, *fds), start_new_session=True)
+            except OSError as exc:
+                raise RuntimeFault(f"cannot start the zygote of {env.id}: {exc}") from exc
+            finally:
+                for fd in (control_fd, *fds):
+                    os.close(fd)
+            hold = starting.pop_all()  # started: what it took is the zygote's from here on
         return Zygote(proc, control, hold, rundir)
 
     def start(self, env: Environment, limits: Limits) -> LocalSandbox:
