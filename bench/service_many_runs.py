@@ -1,0 +1,129 @@
+"""Jobs of many runs through the service, against one bare cold run of the founding case.
+
+Side by side, interleaved so that drift hits all alike:
+- bare: one cold `python repro.py` in the newest CPU environment (bench/service_vs_bare.py);
+- matrix: the job a report asks for, both variants on the three default releases (the newest
+  of each minor: six runs, the cache bypassed), submitted over HTTP to an API and one worker
+  on Redis serving the three at its default concurrency; timed from submit to the last run's
+  result stored;
+- reduce: a reduce job of the founding case (`fusetir-once` on the newest release) on the same
+  service, timed from submit to the job read done; its answer is checked to be the known one.
+Before each measure the bench waits until the service's processes are idle (the sandboxes that
+replace the ones a job took have imported TVM).
+
+    .venv/bin/python bench/service_many_runs.py [--repeat 3] [--budget-s 600]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import redis
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.local_many_runs import checked_reduction  # noqa: E402
+from bench.service_vs_bare import (  # noqa: E402
+    BENCH_REDIS_URL,
+    CASE,
+    POLL_S,
+    Service,
+    bare_script,
+    stored_at,
+    summary,
+    time_bare,
+)
+from tvmrepro.environments import default_catalog  # noqa: E402
+from tvmrepro.settings import Settings  # noqa: E402
+from worker.provision import env_python, provision  # noqa: E402
+
+VARIANT = "fusetir-once"
+
+
+def finished(service: Service, job_id: str) -> dict[str, Any]:
+    """The job, once it is done (or failed)."""
+    while True:
+        job: dict[str, Any] = service.http.get(f"/api/v1/jobs/{job_id}").json()
+        if job["status"] in ("done", "failed"):
+            return job
+        time.sleep(POLL_S)
+
+
+def time_matrix(service: Service, case: dict[str, Any], env_ids: list[str]) -> float:
+    """Seconds from submit to the matrix's last result stored."""
+    submitted = time.time()
+    job = service.http.post("/api/v1/jobs", json={"case": case, "environments": env_ids,
+                                                  "bypass_cache": True}).json()
+    done = finished(service, job["id"])
+    statuses = {run["result"]["status"] for run in done["runs"]}
+    if len(done["runs"]) != 2 * len(env_ids) or "infra_error" in statuses:
+        raise SystemExit(f"the matrix did not run as asked: {json.dumps(done)[:2000]}")
+    return max(stored_at(run) for run in done["runs"]) - submitted
+
+
+def time_reduce(service: Service, case: dict[str, Any], env_id: str, budget_s: int) -> float:
+    """Seconds from submit to the reduce job read done (its answer checked)."""
+    started = time.monotonic()
+    job = service.http.post("/api/v1/jobs", json={
+        "kind": "reduce", "case": case, "environments": [env_id], "variant": VARIANT,
+        "budget_s": budget_s}).json()
+    done = finished(service, job["id"])
+    elapsed = time.monotonic() - started
+    if done["status"] != "done" or done["reduce"]["state"] != "done":
+        raise SystemExit(f"the reduce job failed: {json.dumps(done)[:2000]}")
+    checked_reduction(done["reduce"])
+    return elapsed
+
+
+def main() -> None:
+    """Measure and print."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--budget-s", type=int, default=600)
+    args = parser.parse_args()
+    settings = Settings.from_env()
+    envs = default_catalog().spanning("cpu")
+    for env in envs:
+        provision(settings, env)
+    newest = envs[-1]
+    case = json.loads(CASE.read_text())
+    script = bare_script(settings, newest.id, case, VARIANT, Path(tempfile.mkdtemp()))
+    prefix = f"tvmrepro-bench-{uuid.uuid4().hex[:12]}:"  # a shared Redis is never flushed
+    service = Service("many", settings.envs_dir, newest.id, BENCH_REDIS_URL, prefix,
+                      concurrency=2, more_envs=tuple(e.id for e in envs[:-1]))
+    env_ids = [e.id for e in envs]
+    samples: dict[str, list[float]] = {"bare": [], "matrix": [], "reduce": []}
+    try:
+        time_matrix(service, case, env_ids)  # warm-up: cold caches after the start
+        for _ in range(args.repeat):
+            service.settle()
+            samples["bare"].append(time_bare(env_python(settings, newest), script))
+            service.settle()
+            samples["matrix"].append(time_matrix(service, case, env_ids))
+            service.settle()
+            samples["reduce"].append(time_reduce(service, case, newest.id, args.budget_s))
+    finally:
+        service.stop()
+        bench_redis = redis.Redis.from_url(BENCH_REDIS_URL)
+        for key in bench_redis.scan_iter(match=f"{prefix}*"):
+            bench_redis.delete(key)
+    bare = statistics.median(samples["bare"])
+    print(f"founding case, {args.repeat} samples each (medians); a worker on Redis serving "
+          f"{', '.join(env_ids)} at concurrency 2")
+    print(f"{'':<28} {'median':>8} {'min':>8} {'max':>8} {'/bare':>9}")
+    print(summary("bare cold python", samples["bare"], bare))
+    print(summary("matrix: 6 runs, 3 releases", samples["matrix"], bare))
+    print(summary(f"reduce job ({VARIANT})", samples["reduce"], bare))
+
+
+if __name__ == "__main__":
+    main()
