@@ -5,6 +5,8 @@
     │                           `.field` names what, e.g. "variants[1].passes[0]"
     │   └── UnknownEnvironment  an environment id not in images/environments.toml
     ├── NotServed               no live worker serves an environment the job names (HTTP 409)
+    ├── Forbidden               the caller may not do this, e.g. cancel without the job's token
+    │                           (HTTP 403)
     ├── ProvisionError          a pinned environment could not be made
     └── RuntimeFault            the sandbox or engine failed, not the case (infra_error)
 

@@ -22,7 +22,6 @@ from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput
 
-KINDS = ("reduce", "extract")
 DEFAULT_ORACLE = "signature"
 DEFAULT_BUDGET_S = 900
 MIN_BUDGET_S = 10

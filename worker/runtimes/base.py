@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Any, Protocol
 
 from tvmrepro.environments import Environment
@@ -205,27 +204,6 @@ def signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"SIG{number}"
-
-
-def parse_events(data: bytes) -> list[dict[str, Any]]:
-    """JSON lines into events; a torn last line (the process was killed mid-write) is dropped."""
-    events = []
-    for line in data.decode(errors="replace").splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict) and "event" in event:
-            events.append(event)
-    return events
-
-
-def read_events(path: Path) -> list[dict[str, Any]]:
-    """The events in a file (none if it is missing)."""
-    try:
-        return parse_events(path.read_bytes())
-    except OSError:
-        return []
 
 
 def new_key() -> bytes:

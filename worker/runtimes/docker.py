@@ -35,7 +35,7 @@ from tvmrepro.errors import RuntimeFault
 from tvmrepro.lifecycle import harness_digest
 from tvmrepro.liveness import process_token, token_alive
 from tvmrepro.settings import Settings
-from worker.images import HARNESS_LABEL, PACKAGES_LABEL, pins_text
+from worker.images import ENVIRONMENT_LABEL, HARNESS_LABEL, PACKAGES_LABEL, pins_text
 from worker.runtimes.base import (
     EVENTS_READ_CAP,
     CancelCheck,
@@ -176,7 +176,7 @@ class DockerRuntime:
         self_limit = self_limit_s or job.timeout_s + SELF_LIMIT_GRACE_S + READY_TIMEOUT_S
         deadline = time.time() + self_limit + ENGINE_TIMEOUT_S
         labels = {RUN_LABEL: job.run_id, JOB_LABEL: job.job_id, OWNER_LABEL: self.owner,
-                  DEADLINE_LABEL: str(int(deadline)), "tvmrepro.environment": job.env.id}
+                  DEADLINE_LABEL: str(int(deadline)), ENVIRONMENT_LABEL: job.env.id}
         config = container_config(self.client, job, self.settings, self.image_id(job.env),
                                   command or harness_command(self_limit), labels)
         created = self.client.api.create_container_from_config(config)
