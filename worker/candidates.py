@@ -27,6 +27,7 @@ _SHAPE_CONTEXTS = (
     re.compile(r"(R\.shape\(\[)([^\[\]()]*)(\])"),
     re.compile(r"(T\.(?:Buffer|alloc_buffer|match_buffer)\(\()([^()]*)(\))"),
     re.compile(r"(T\.grid\()([^()]*)(\))"),
+    re.compile(r"(\brange\()([^()]*)(\))"),  # a PrimFunc's loop over a buffer's extent
 )
 _INT64 = re.compile(r"T\.int64\((\d+)\)")
 
@@ -128,6 +129,36 @@ def _chunks(group: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
         found += [group[k:k + size] for k in range(0, len(group), size)]
         size //= 2
     return found + [[span] for span in group]
+
+
+# What a PrimFunc's body keeps when the rest goes: the buffers and variables its signature binds
+# (match_buffer, shape variables) and its attributes.
+_PRIM_KEEP = re.compile(r"^\s*(?:\w+ = T\.(?:match_buffer\(|int\d+\(\)|float\d+\(\))|T\.func_attr\()")
+_EMPTY_BODY = "T.evaluate(0)"
+
+
+def empty_prim_funcs(source: str) -> list[Candidate]:
+    """Each PrimFunc's body made `T.evaluate(0)`, what binds its signature kept: a statement
+    sweep cannot do it, a function with no statement at all is no Python."""
+    lines = source.splitlines()
+    found = []
+    for name, start, end in function_spans(lines):
+        head = next((i for i in range(start, end) if _DEF.match(lines[i])), None)
+        if head is None or not any(lines[i].strip().startswith("@T.prim_func")
+                                   for i in range(start, head)):
+            continue
+        body = [i for i in range(head + 1, end) if lines[i].strip()]
+        if not body:
+            continue
+        indent = " " * indent_of(lines[body[0]])
+        kept = [lines[i] for i in body if indent_of(lines[i]) == len(indent)
+                and _PRIM_KEEP.match(lines[i])]
+        if [line.strip() for line in lines[head + 1:end] if line.strip()] == \
+                [line.strip() for line in kept] + [_EMPTY_BODY]:
+            continue
+        emptied = lines[:head + 1] + kept + [indent + _EMPTY_BODY] + lines[end:]
+        found.append(Candidate(f"empty body of {name}", _join(emptied)))
+    return found
 
 
 def drop_statements(source: str, depth: int) -> list[Candidate]:

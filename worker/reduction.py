@@ -320,8 +320,8 @@ class Reducer:
                                          or not self.well_formed)
 
     def module_phases(self) -> None:
-        """Functions, statements level by level, bindings' values, again, then symbolic shape
-        variables made constants, then shapes."""
+        """Functions, statements level by level, PrimFunc bodies, bindings' values, again, then
+        symbolic shape variables made constants, then shapes."""
         for round_ in range(2):
             self.sweep("functions", candidates.drop_functions)
             depth = candidates.FUNCTION_INDENT + candidates.STATEMENT_STEP
@@ -329,6 +329,7 @@ class Reducer:
                 self.sweep(f"statements@{depth}", functools.partial(candidates.drop_statements, depth=depth))
                 depth += candidates.STATEMENT_STEP
             if round_ == 0:
+                self.sweep("prim func bodies", candidates.empty_prim_funcs)
                 self.sweep("bindings", candidates.zero_bindings)
         self.sweep("shape variables", candidates.concretize_shape_vars)
         self.sweep("shapes", candidates.shrink_shapes)

@@ -100,3 +100,46 @@ def test_concretize_shape_vars_makes_each_one_a_constant_everywhere() -> None:
     assert "T.match_buffer(a, (1, T.int64(8)))" in n_gone
     assert "T.grid(1, T.int64(8))" in n_gone and "R.Tensor((1, 8)" in n_gone
     assert "R.Shape([1])" in found[1].source and 'R.Shape(["m"])' in n_gone
+
+
+PRIM = '''from tvm.script import ir as I
+from tvm.script import tirx as T
+
+@I.ir_module
+class Module:
+    @T.prim_func
+    def copy(a: T.handle, b: T.Buffer((16,), "float32")):
+        T.func_attr({"tir.noalias": True})
+        n = T.int64()
+        A = T.match_buffer(a, (n,))
+        for i in range(16):
+            b[i] = A[i]
+
+    @T.prim_func
+    def done(b: T.Buffer((16,), "float32")):
+        T.evaluate(0)
+
+    @R.function
+    def main(x: R.Tensor((16,), dtype="float32")) -> R.Tensor((16,), dtype="float32"):
+        return x
+'''
+
+
+def test_empty_prim_funcs_keep_what_binds_the_signature() -> None:
+    found = candidates.empty_prim_funcs(PRIM)
+    # `done` is empty already, and main is no PrimFunc: one edit.
+    assert [c.what for c in found] == ["empty body of copy"]
+    copy = found[0].source.split("    @T.prim_func\n")[1]
+    assert copy == '''    def copy(a: T.handle, b: T.Buffer((16,), "float32")):
+        T.func_attr({"tir.noalias": True})
+        n = T.int64()
+        A = T.match_buffer(a, (n,))
+        T.evaluate(0)
+
+'''
+    assert candidates.empty_prim_funcs(found[0].source) == []
+
+
+def test_shrink_shapes_takes_a_prim_funcs_loop_extent_along() -> None:
+    edit = next(c for c in candidates.shrink_shapes(PRIM) if c.what == "shape extent 16 -> 1")
+    assert "for i in range(1):" in edit.source and 'b: T.Buffer((1,), "float32")' in edit.source
