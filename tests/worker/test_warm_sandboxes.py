@@ -184,12 +184,15 @@ def test_zygotes_started_for_a_command_do_not_outlive_a_start_that_fails(
     never = default_catalog().get("tvm-0.25.0rc0-cuda")  # CUDA: never provisioned by the tests
     ours = f"sandbox-{os.getpid()}-*"  # run directories of this process's runtimes
     before = set(settings.work_dir.glob(ours))
-    mine = psutil.Process()
+    def zygotes() -> set[int]:  # of every runtime of this process (other tests' too)
+        return {c.pid for c in psutil.Process().children(recursive=True)
+                if "--zygote" in c.cmdline()}
+
+    others = zygotes()
     try:
         with pytest.raises(ProvisionError):
             runtime.start_zygotes([tvm_envs[NEW_ENV], never])
-        assert [c.cmdline() for c in mine.children(recursive=True)
-                if "--zygote" in c.cmdline()] == []
+        assert zygotes() - others == set()
         assert set(settings.work_dir.glob(ours)) == before
         assert runtime.zygotes is not None and not runtime.zygotes.running
     finally:

@@ -1,15 +1,11 @@
 """The local runtime: the harness in the environment's interpreter, sandboxed without Docker.
 
-Under bubblewrap (when installed and we are root) the case sees a minimal
-read-only root (/usr and the loader's files, a two-user /etc/passwd), an empty
-network namespace, its own PID namespace (everything dies with the sandbox), a
-size-capped /tmp, a private /dev/shm and work directory; it runs as a fresh
-unprivileged uid so process limits bind, with no capabilities and a seccomp
-filter refusing the dangerous syscall families (sandbox.py). Without
-bubblewrap it falls back to rlimits plus `unshare` for the network, and the
-result's `isolation` says so. Always: a wall-clock timeout that kills the whole
-tree, rlimits (CPU, address space, processes, file size, open files), a
-scrubbed environment, capped stdout/stderr, the work directory removed after.
+Each sandbox runs under bubblewrap (when installed and we are root) with the root, mounts,
+namespaces and privileges commands.py gives it, as a uid no other live sandbox has (uids.py),
+in a cgroup of its own where one can be made (cgroup.py); without bubblewrap it falls back to
+rlimits plus `unshare` for the network, and the result's `isolation` says so. Always: a
+wall-clock timeout that kills the whole tree, rlimits, a scrubbed environment, capped
+stdout/stderr, the work directory removed after.
 
 The sandbox process is the harness's supervisor: it imports TVM, waits for its
 one case on stdin, runs it in a child and reports the child's end on a channel
@@ -50,64 +46,15 @@ from worker.runtimes.base import (
     rlimit_setter,
 )
 from worker.runtimes.cgroup import Cgroups
-from worker.runtimes.gpu import gpu_bwrap_options, gpu_environ, gpu_summary
+from worker.runtimes.commands import WORK_MOUNT, SandboxCommands, sandbox_environ
+from worker.runtimes.gpu import gpu_environ, gpu_summary
 from worker.runtimes.pool import Reserved, WarmPool, warm_at_start
-from worker.runtimes.sandbox import (
-    SHARED_MOUNTS,
-    LocalSandbox,
-    TreePopen,
-    args_fd,
-    seccomp_fd,
-    with_workdir_tmpfs,
-    workdir_summary,
-)
-from worker.runtimes.uids import SANDBOX_UID_RANGE, claim_uid
+from worker.runtimes.sandbox import LocalSandbox, TreePopen, with_workdir_tmpfs, workdir_summary
+from worker.runtimes.uids import claim_uid
 from worker.runtimes.zygote import ZYGOTE_LOG, Zygote, Zygotes, control_pair
 
 log = logging.getLogger(__name__)
-# Inside the sandbox: where the environment, the harness and the work dir appear.
-ENV_MOUNT, HARNESS_MOUNT, WORK_MOUNT = "/mnt/env", "/mnt/harness", "/mnt/work"
 HAND_OVER_ATTEMPTS = 3  # sandboxes that died before taking the case cost no run
-# The sandbox's root: these beside /usr, and from /etc what the loader and libc read.
-ROOT_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime",
-             "nsswitch.conf")
-
-
-def sandbox_environ() -> dict[str, str]:
-    """The only variables the case sees: nothing of the caller's."""
-    return {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": "/tmp",
-        "LANG": "C.UTF-8",
-        "PYTHONPATH": HARNESS_MOUNT,
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONHASHSEED": "0",
-        "TVM_BACKTRACE": "1",  # else a TVMScript parse error loses its message
-        "TVM_NUM_THREADS": "2",
-    }
-
-
-def minimal_root(rundir: Path, uid: int) -> list[str]:
-    """bwrap options for a root of the system's programs and libraries only: /usr (and what
-    links into it), the loader's cache, and an /etc/passwd naming only root and the sandbox."""
-    etc = rundir / "etc"
-    etc.mkdir()
-    (etc / "passwd").write_text(f"root:x:0:0:root:/:/usr/sbin/nologin\n"
-                                f"sandbox:x:{uid}:{uid}:sandbox:/tmp:/usr/sbin/nologin\n")
-    (etc / "group").write_text(f"root:x:0:\nsandbox:x:{uid}:\n")
-    for path, mode in ((etc, 0o755), (etc / "passwd", 0o644), (etc / "group", 0o644)):
-        os.chmod(path, mode)  # whatever the worker's umask
-    options = ["--ro-bind", "/usr", "/usr", "--perms", "0755", "--dir", "/etc"]
-    for top in ROOT_DIRS:
-        if os.path.islink(top):  # /bin -> usr/bin on a merged-/usr system
-            options += ["--symlink", os.readlink(top), top]
-        elif os.path.isdir(top):
-            options += ["--ro-bind", top, top]
-    for name in ETC_FILES:
-        options += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    return [*options, "--ro-bind", str(etc / "passwd"), "/etc/passwd",
-            "--ro-bind", str(etc / "group"), "/etc/group"]
 
 
 def _rlimits(limits: Limits) -> Callable[[], None]:
@@ -130,6 +77,7 @@ class LocalRuntime:
         self.settings = settings
         self.bwrap = shutil.which("bwrap") if os.geteuid() == 0 else None
         self.unshare = shutil.which("unshare") if os.geteuid() == 0 else None
+        self.commands = SandboxCommands(self.bwrap, self.unshare)
         self.pool: WarmPool[LocalSandbox] | None = None
         self.served: dict[str, Environment] = {}  # the pool's environments, by id
         self.reserved: Reserved[LocalSandbox] = Reserved()
@@ -155,90 +103,12 @@ class LocalRuntime:
 
     def isolation(self) -> dict[str, Any]:
         """What this runtime can apply on this machine."""
-        if self.bwrap:
-            kind = "bwrap"
-        elif self.unshare:
-            kind = "unshare-net+rlimits"
-        else:
-            kind = "rlimits"
-        return {"runtime": "local", "sandbox": kind, "network": "none" if kind != "rlimits" else "host"}
-
-    def _bwrap_options(self, env: Environment, envdir: Path, rundir: Path, uid: int,
-                       limits: Limits) -> list[str]:
-        """What a sandbox and a zygote share: the root, the mounts, the namespaces."""
-        base_prefix = Path(os.path.realpath(envdir / "bin" / "python")).parent.parent
-        # The directories bwrap makes above it copy the host's modes (/root is 0700): opened up,
-        # else the sandbox's uid cannot reach the interpreter's standard library.
-        reach: list[str] = []
-        if not base_prefix.is_relative_to("/usr"):
-            for parent in reversed(base_prefix.parents[:-1]):  # all but /
-                reach += ["--chmod", "0755", str(parent)]
-        return [*minimal_root(rundir, uid), "--dev", "/dev", "--proc", "/proc",
-                "--perms", "1777", "--size", str(limits.tmpfs_mb << 20), "--tmpfs", "/tmp",
-                # multiprocessing's locks and pools need a writable /dev/shm, as under Docker.
-                "--perms", "1777", "--size", str(limits.tmpfs_mb << 20), "--tmpfs", "/dev/shm",
-                "--ro-bind", str(base_prefix), str(base_prefix), *reach,
-                "--perms", "0755", "--tmpfs", "/mnt", "--perms", "0755", "--dir", HARNESS_MOUNT,
-                "--ro-bind", str(envdir), ENV_MOUNT,
-                "--ro-bind", str(HARNESS_DIR), f"{HARNESS_MOUNT}/harness",
-                *gpu_bwrap_options(env),
-                "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
-                "--unshare-cgroup-try", "--die-with-parent", "--new-session",
-                "--hostname", "sandbox"]
-
-    def _command(self, env: Environment, envdir: Path, rundir: Path, uid: int, limits: Limits,
-                 events_fd: int) -> tuple[list[str], list[int]]:
-        """The sandbox's command line and the descriptors it reads (bwrap's args and filter)."""
-        harness = ["-m", "harness", "--events", f"fd:{events_fd}", "--workdir", WORK_MOUNT]
-        if not self.bwrap:
-            return self._fallback_command(envdir, rundir, harness), []
-        options = [*self._bwrap_options(env, envdir, rundir, uid, limits),
-                   "--bind", str(rundir / "work"), WORK_MOUNT, *self._shared_binds(rundir),
-                   "--chdir", WORK_MOUNT,
-                   "--remount-ro", "/",  # the root's own tmpfs (/etc, the mount points) too
-                   # bwrap needs DAC_OVERRIDE to enter the work dir (the sandbox uid's, 0700),
-                   # setpriv SETUID/SETGID to become that uid and SETPCAP to empty the bounding
-                   # set (without it, silently, nothing is dropped); becoming the uid clears them.
-                   "--cap-drop", "ALL", "--cap-add", "CAP_DAC_OVERRIDE", "--cap-add", "CAP_SETPCAP",
-                   "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-        fds = [args_fd(options), seccomp_fd()]
-        # Options come through a descriptor: bwrap's init, PID 1 inside, shows no host path.
-        cmd = [self.bwrap, "--args", str(fds[0]), "--seccomp", str(fds[1]),
-               "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
-               "--bounding-set=-all", f"{ENV_MOUNT}/bin/python", *harness]
-        return cmd, fds
-
-    def _shared_binds(self, rundir: Path) -> list[str]:
-        """The capped /tmp, /dev/shm and /dev/pts mounted beside the work directory (sandbox.py),
-        over bubblewrap's own; none without the mount namespace that mounts them."""
-        if self.unshare is None:
-            return []
-        binds: list[str] = []
-        for name, target in SHARED_MOUNTS:  # devpts's ptmx is a device: --dev-bind
-            binds += ["--dev-bind" if name == "pts" else "--bind", str(rundir / name), target]
-        return binds
+        return self.commands.isolation()
 
     def _zygote_command(self, env: Environment, envdir: Path, rundir: Path, limits: Limits,
                         control_fd: int) -> tuple[list[str], list[int]]:
-        """The zygote's command line: the sandbox's root and namespaces, as root with what it
-        needs to fork sandboxes into namespaces of their own and make them unprivileged
-        (images/harness/zygote.py); the seccomp filter is theirs to load, not its own."""
-        assert self.bwrap is not None
-        options = [*self._bwrap_options(env, envdir, rundir, SANDBOX_UID_RANGE[0], limits),
-                   "--perms", "0700", "--dir", WORK_MOUNT, "--chdir", "/", "--remount-ro", "/",
-                   "--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_NET_ADMIN",
-                   "--cap-add", "CAP_SETPCAP", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-        fds = [args_fd(options), seccomp_fd()]
-        cmd = [self.bwrap, "--args", str(fds[0]), f"{ENV_MOUNT}/bin/python", "-m", "harness",
-               "--zygote", "--control", f"fd:{control_fd}", "--seccomp", f"fd:{fds[1]}"]
-        return cmd, fds
-
-    def _fallback_command(self, envdir: Path, rundir: Path, harness: list[str]) -> list[str]:
-        harness = [a.replace(WORK_MOUNT, str(rundir / "work")) for a in harness]
-        python = [str(envdir / "bin" / "python"), *harness]
-        if self.unshare:
-            return [self.unshare, "--net", "--pid", "--fork", "--kill-child", "--mount-proc", *python]
-        return python
+        """The zygote's command line (a seam: a test stands a refusing kernel in here)."""
+        return self.commands.zygote(env, envdir, rundir, limits, control_fd)
 
     def _prepare(self) -> Path:
         # Named by its owner: a sandbox directory whose worker died is swept (sweep_rundirs).
@@ -427,7 +297,7 @@ class LocalRuntime:
         if not self.bwrap:
             environ["PYTHONPATH"] = str(rundir / "in")
         events_r, events_w = os.pipe()
-        inner, fds = self._command(env, envdir, rundir, uid, limits, events_w)
+        inner, fds = self.commands.sandbox(env, envdir, rundir, uid, limits, events_w)
         command, workdir = with_workdir_tmpfs(self.unshare, inner, rundir / "work", limits, uid)
         try:
             proc = TreePopen(command,
