@@ -10,17 +10,28 @@ from __future__ import annotations
 from typing import Any
 
 import docker
-from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
+from docker.types import DeviceRequest, DriverConfig, LogConfig, Mount, Ulimit
 
 from tvmrepro.settings import Settings
-from worker.runtimes.base import Limits, SandboxJob
-from worker.runtimes.local import sandbox_environ
+from worker.runtimes.base import PTYS_MAX, TMPFS_INODES, Limits, SandboxJob
+from worker.runtimes.commands import sandbox_environ
+from worker.runtimes.syscalls import docker_profile
 
 SANDBOX_USER = "10001:10001"  # made by the image recipes
 OUT_DIR, SCRATCH_DIR = "/out", "/tmp"
 EVENTS_FILE = f"{OUT_DIR}/events.jsonl"
 HARNESS_PATH = "/opt/harness"
 CONTAINER_LOG_CAP = "1m"  # the engine's own copy of the output (docker logs), per container
+# /dev/shm's size: the engine's default, kept (a larger one, filled past the memory limit
+# with /tmp, left the container stalled at the limit until its time ran out, not OOM-killed).
+SHM_MB = 64
+# The container's own devpts instance, holding at most PTYS_MAX ptys (the engine's has no
+# `max`: one container could take every pty the host's instances share). An anonymous volume
+# of the local driver mounts it; a mount at /dev/pts replaces the engine's, and /dev/ptmx
+# (pts/ptmx) then opens this one.
+PTYS_VOLUME = DriverConfig("local", {
+    "type": "devpts", "device": "devpts",
+    "o": f"newinstance,ptmxmode=0666,mode=620,max={PTYS_MAX},nosuid,noexec"})
 
 
 def harness_command(self_limit_s: float) -> list[str]:
@@ -44,11 +55,18 @@ def sandbox_host_config(client: docker.DockerClient, job: SandboxJob,
     host_config: dict[str, Any] = client.api.create_host_config(
         network_mode="none",
         read_only=True,
-        # TVM compiles and dlopens its kernels here, hence exec.
-        tmpfs={SCRATCH_DIR: f"rw,exec,nosuid,nodev,size={limits.tmpfs_mb}m,mode=1777"},
-        mounts=[Mount(target=OUT_DIR, source=None, type="volume")],
+        # TVM compiles and dlopens its kernels in /tmp (the work directory), hence exec. Each
+        # tmpfs caps its inodes, as the local sandbox's do: an inode is unaccounted memory.
+        tmpfs={SCRATCH_DIR: f"rw,exec,nosuid,nodev,size={limits.tmpfs_mb}m,mode=1777,"
+                            f"nr_inodes={TMPFS_INODES}",
+               "/dev/shm": f"rw,noexec,nosuid,nodev,size={SHM_MB}m,mode=1777,"
+                           f"nr_inodes={TMPFS_INODES}"},
+        mounts=[Mount(target=OUT_DIR, source=None, type="volume"),
+                Mount(target="/dev/pts", source=None, type="volume", driver_config=PTYS_VOLUME)],
         cap_drop=["ALL"],
-        security_opt=["no-new-privileges"],
+        # The local sandbox's system call rules (syscalls.py) instead of the engine's default
+        # profile, whose refusals they cover whatever the engine's version (io_uring included).
+        security_opt=["no-new-privileges", f"seccomp={docker_profile()}"],
         pids_limit=limits.pids,
         mem_limit=memory,
         memswap_limit=memory,  # equal: no swap on top of the limit
@@ -88,4 +106,7 @@ def isolation(job: SandboxJob, settings: Settings, image_id: str,
             "image": job.env.image, "image_id": image_id,
             "harness": harness, "user": SANDBOX_USER,
             "read_only_root": True, **limits.summary(), "cpus": limits.cpus,
+            "tmpfs": f"/tmp size={limits.tmpfs_mb}m, /dev/shm size={SHM_MB}m, "
+                     f"inodes={TMPFS_INODES} each",
+            "ptys": PTYS_MAX, "seccomp": "worker/runtimes/syscalls.py",
             "gpu": job.env.device == "cuda"}
