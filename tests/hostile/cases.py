@@ -6,11 +6,14 @@ the one status it must end with, plus what else its result must show.
 
 from __future__ import annotations
 
+import platform
 from dataclasses import dataclass, field
 from typing import Any
 
 from tests.worker.test_local_runtime import HOSTILE
+from tests.worker.test_syscalls import FOREIGN_ABI
 from tests.worker.test_warm_sandboxes import FORGE
+from worker.runtimes.base import PTYS_MAX, TMPFS_INODES
 
 HANG_S = 5  # the time limit of a case that hangs: each costs this much
 ENDS_S = 30  # the time limit of one that ends by itself (it takes far less on an idle machine)
@@ -54,6 +57,41 @@ def huge_ir() -> Hostile:
 
 
 FLOOD = "import sys\nfor _ in range(100):\n    sys.{}.write('x' * (1 << 20))\n"
+# Each of the three ends in the refusal it provokes (an OSError of its errno) only when the
+# sandbox's own cap refused it; anything else (io_uring set up, a cap passed, another refusal)
+# ends otherwise.
+IO_URING = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.syscall(425, 4, ctypes.create_string_buffer(120)) >= 0:  # io_uring_setup
+    raise SystemExit('io_uring set up')
+raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+"""
+PTY_FLOOD = f"""
+import errno, os
+opened = []
+try:
+    while True:
+        opened.append(os.openpty())
+except OSError as exc:
+    if exc.errno != errno.ENOSPC or len(opened) > {PTYS_MAX}:
+        raise RuntimeError(f'{{len(opened)}} ptys opened, then {{exc}}') from None
+    raise
+"""
+INODE_FLOOD = f"""
+import errno
+for top in ('/tmp', '/dev/shm'):
+    made = 0
+    try:
+        while True:
+            open(f'{{top}}/inode{{made}}', 'w').close()
+            made += 1
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC or made >= {TMPFS_INODES}:
+            raise RuntimeError(f'{{top}}: {{made}} files made, then {{exc}}') from None
+        full = exc
+raise full
+"""
 CASES: list[Hostile] = [
     script("segfault", HOSTILE["segfault"][0], "crash", signal="SIGSEGV"),
     script("abort", "import os\nos.abort()\n", "crash", signal="SIGABRT"),
@@ -89,5 +127,10 @@ CASES: list[Hostile] = [
     script("self_sigkill", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", "crash",
            signal="SIGKILL"),
     huge_ir(),
+    script("io_uring", IO_URING, "error", error_type="PermissionError"),
+    script("pty_flood", PTY_FLOOD, "error", error_type="OSError"),
+    script("tmpfs_inode_flood", INODE_FLOOD, "error", error_type="OSError"),
 ]
+if platform.machine() == "x86_64":  # the i386 ABI's int 0x80 (test_syscalls.FOREIGN_ABI)
+    CASES.append(script("i386_syscall", FOREIGN_ABI, "crash", signal="SIGSYS"))
 NORMAL = {"title": "hostile follow-up", "script": "print('still fine')\n"}
