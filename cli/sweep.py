@@ -4,14 +4,15 @@ changed against an older one. Results the store already holds for a case on an e
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 import click
 
 from cli.narrowing import local_runtime
-from cli.output import error_console, print_json, reports_errors, shown
+from cli.output import SERVER_HELP, error_console, print_json, reports_errors, shown
 from tvmrepro.cases import parse_case
-from tvmrepro.environments import Catalog, Environment, default_catalog
+from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.lifecycle import cache_key
 from tvmrepro.settings import Settings
@@ -20,24 +21,18 @@ from tvmrepro.tracker.sweep import (
     Outcome,
     StoredCase,
     SweepAnswer,
+    SweepJobAnswer,
     outcome,
+    previous_environment,
     stored_cases,
     sweep_answer,
 )
 
 if TYPE_CHECKING:
+    from cli.remote import ApiClient
+    from tvmrepro.models import JobView
     from tvmrepro.store import Store
     from worker.runtimes.base import Runtime
-
-
-def previous_environment(catalog: Catalog, new: Environment) -> Environment:
-    """The newest final release of the same device before `new` (else any release before it)."""
-    older = [env for env in catalog.spanning(new.device) if env.version < new.version]
-    older = older or [env for env in catalog.environments
-                      if env.device == new.device and env.version < new.version]
-    if not older:
-        raise BadInput("--since", f"no environment before {new.id}: name one")
-    return max(older, key=lambda env: env.version)
 
 
 def outcome_on(store: Store, stored: StoredCase, env: Environment, runtime: Runtime) -> Outcome:
@@ -72,29 +67,84 @@ def _print_answer(answer: SweepAnswer) -> None:
     click.echo(f"{answer.since} -> {answer.env}: {counts}")
 
 
-@click.command("sweep")
-@click.option("--env", "env_id", required=True, help="The new environment.")
-@click.option("--since", default=None,
-              help="The environment to compare with (default: the release before --env).")
-@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
-@reports_errors
-def sweep_command(env_id: str, since: str | None, as_json: bool) -> None:
-    """Every stored case on a new environment: what was fixed, what regressed, what fails
-    another way."""
+def sweep_locally(old: Environment, new: Environment) -> SweepAnswer:
+    """The sweep of this home's store, its runs here (not stored)."""
     from tvmrepro.store import open_store
 
-    catalog = default_catalog()
-    new = catalog.get(env_id, "--env")
-    old = catalog.get(since, "--since") if since else previous_environment(catalog, new)
     settings = Settings.from_env()
     settings.ensure_home()
     store = open_store(settings.store_url, pooled=False)
     try:
         with local_runtime("local", [old, new]) as runtime:
-            answer = sweep(store, old, new, runtime)
+            return sweep(store, old, new, runtime)
     finally:
         store.dispose()
+
+
+def follow_sweep(client: ApiClient, job: JobView, as_json: bool) -> SweepJobAnswer:
+    """Poll a sweep job until every stored case has both outcomes, with a bar on stderr."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from cli.tracker import TRIAGE_POLL_S
+
+    columns = (TextColumn("cases"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=error_console(), transient=as_json) as progress:
+        task = progress.add_task("cases", total=None)
+        while True:
+            if job.sweep is None:
+                raise BadInput("job", f"job {job.id} is a {job.kind} job, not a sweep")
+            progress.update(task, completed=job.sweep.progress.cases_done,
+                            total=job.sweep.progress.cases)
+            if job.sweep.finished:
+                return job.sweep
+            time.sleep(TRIAGE_POLL_S)  # as a triage's: read from all its runs
+            job = client.job(job.id)
+
+
+def sweep_remotely(env_id: str, since: str | None, server: str | None,
+                   as_json: bool) -> SweepAnswer:
+    """Submit a sweep job of the service's store, wait for it, return its answer."""
+    from cli.remote import connect, resumable
+
+    client = connect(server)
+    body = {"kind": "sweep", "env": env_id, **({"since": since} if since else {})}
+    try:
+        job = client.submit(body)
+    except BadInput as exc:  # the service names its fields; the user gave options
+        raise BadInput(f"--{exc.field}" if exc.field in ("env", "since") else exc.field,
+                       exc.problem) from None
+    error_console().print(f"sweep job {job.id}: {job.title}", highlight=False)
+    with resumable(client, job.id, as_json):
+        return follow_sweep(client, job, as_json).answer()
+
+
+def show_sweep(answer: SweepAnswer, as_json: bool) -> None:
+    """The answer as JSON, or a line per change and the counts."""
     if as_json:
         print_json(answer.model_dump(mode="json"))
     else:
         _print_answer(answer)
+
+
+@click.command("sweep")
+@click.option("--env", "env_id", required=True, help="The new environment.")
+@click.option("--since", default=None,
+              help="The environment to compare with (default: the release before --env).")
+@click.option("--local", is_flag=True,
+              help="Sweep this home's store here, without the service (its runs not stored).")
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
+@click.option("--server", default=None, help=SERVER_HELP)
+@reports_errors
+def sweep_command(env_id: str, since: str | None, local: bool, as_json: bool,
+                  server: str | None) -> None:
+    """Every stored case on a new environment: what was fixed, what regressed, what fails
+    another way. Through the service (a sweep job, its runs stored), or --local."""
+    catalog = default_catalog()
+    new = catalog.get(env_id, "--env")
+    old = catalog.get(since, "--since") if since else previous_environment(catalog, new, "--since")
+    if not local:
+        show_sweep(sweep_remotely(new.id, old.id, server, as_json), as_json)
+        return
+    if server:
+        raise BadInput("--server", "--local runs here, without a service: give one of them")
+    show_sweep(sweep_locally(old, new), as_json)

@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from tvmrepro.tracker.triage_job import TriageJobAnswer
     from worker.runtimes.base import Runtime
 
+# A triage's answer is read from all its runs: asked for once a second, not as often as a
+# run's, so that the API's reads take little of the CPU the runs need.
+TRIAGE_POLL_S = 1.0
 # What `import -o DIR` writes beside the scripts, and what `triage DIR` reads.
 REPORTS_FILE = "reports.json"
 
@@ -210,8 +213,6 @@ def follow_triage(client: ApiClient, job: JobView, as_json: bool) -> TriageJobAn
     """Poll a triage job until every report has its runs, with a bar of reports on stderr."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from cli.remote import POLL_S
-
     columns = (TextColumn("reports"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=error_console(), transient=as_json) as progress:
         task = progress.add_task("reports", total=None)
@@ -222,7 +223,7 @@ def follow_triage(client: ApiClient, job: JobView, as_json: bool) -> TriageJobAn
                             total=job.triage.progress.reports)
             if job.triage.finished:
                 return job.triage
-            time.sleep(POLL_S)
+            time.sleep(TRIAGE_POLL_S)
             job = client.job(job.id)
 
 

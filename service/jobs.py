@@ -29,7 +29,7 @@ from service.narrowing import (
     refuse_other_kinds_fields,
     start_narrowing,
 )
-from service.triage import store_triage
+from service.triage import MakeRuns, parts_view, store_sweep, store_triage
 from tvmrepro.cases import Case, bad_input, parse_case
 from tvmrepro.comparisons import compare
 from tvmrepro.environments import Catalog, Environment, default_catalog
@@ -57,8 +57,8 @@ from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store, open_store
 from tvmrepro.tracker.known import KnownIssue, likely_duplicates, result_bug_signature
+from tvmrepro.tracker.sweep import previous_environment, stored_cases
 from tvmrepro.tracker.triage_job import reports_of_request
-from tvmrepro.triage_jobs import read_triage, triage_runs
 
 log = logging.getLogger(__name__)
 TOKEN_BYTES = 24  # 192 random bits
@@ -141,20 +141,44 @@ class JobService:
         except BadInput as exc:
             raise _prefixed(exc, "case") from exc
 
+    def _make_runs(self, bypass_cache: bool) -> MakeRuns:
+        """How a triage or sweep makes a part's runs: as a run job's, from the cache."""
+        def make_runs(job_id: str, case: Case, envs: list[Environment],
+                      now: float) -> list[RunRow]:
+            planned = fan_out(case, envs, {}, case_field="case")
+            return self._runs(job_id, case, planned, bypass_cache, now)
+        return make_runs
+
     def _submit_triage(self, request: JobRequest) -> JobView:
         """A triage job: a run job per report with code, its runs on every environment
         (oldest first), all admitted at once (CONTRACT.md, "Tracker")."""
         reports = reports_of_request(request.reports)
         envs = sorted(self._environments(request.environments), key=lambda env: env.version)
         self._check_served(envs, request)
-
-        def make_runs(job_id: str, case: Case, chosen: list[Environment],
-                      now: float) -> list[RunRow]:
-            planned = fan_out(case, chosen, {}, case_field="case")
-            return self._runs(job_id, case, planned, request.bypass_cache, now)
-
-        job_id, runs = store_triage(self.store, reports, envs, make_runs, request.bypass_cache,
+        job_id, runs = store_triage(self.store, reports, envs,
+                                    self._make_runs(request.bypass_cache), request.bypass_cache,
                                     self.settings.max_queued_runs, time.time())
+        return self._published(job_id, runs)
+
+    def _submit_sweep(self, request: JobRequest) -> JobView:
+        """A sweep job: every stored case's variant on `since` and `env`, the results the store
+        holds read from the cache, the rest run (CONTRACT.md, "Tracker")."""
+        if request.env is None:
+            raise BadInput("env", "a sweep job needs the new environment")
+        new = self.catalog.get(request.env, "env")
+        old = (self.catalog.get(request.since, "since") if request.since
+               else previous_environment(self.catalog, new, "since"))
+        served = self.store.live_environments(self.settings.worker_stale_s)
+        for field, env in (("since", old), ("env", new)):
+            if not request.wait and env.id not in served:
+                raise NotServed([env.id], field)
+        cases = stored_cases(self.store.jobs_of_kind(JobKind.RUN.value))
+        job_id, runs = store_sweep(self.store, cases, old, new, self._make_runs(False),
+                                   self.settings.max_queued_runs, time.time())
+        return self._published(job_id, runs)
+
+    def _published(self, job_id: str, runs: list[RunRow]) -> JobView:
+        """A triage's or sweep's view, once its queued runs are published."""
         self._publish([run for run in runs if run.state == RunState.QUEUED])
         view = self.job(job_id)
         assert view is not None  # stored just above
@@ -186,7 +210,7 @@ class JobService:
         submitters: dict[JobKind, Callable[[JobRequest], JobView]] = {
             JobKind.RUN: self._submit_run, JobKind.BISECT: self._submit_bisect,
             JobKind.REDUCE: self._submit_narrowing, JobKind.EXTRACT: self._submit_narrowing,
-            JobKind.TRIAGE: self._submit_triage}
+            JobKind.TRIAGE: self._submit_triage, JobKind.SWEEP: self._submit_sweep}
         view = submitters[JobKind(request.kind)](request)
         token = secrets.token_urlsafe(TOKEN_BYTES)
         self.store.set_cancel_digest(view.id, token_digest(token))
@@ -260,8 +284,8 @@ class JobService:
         job = self.store.job(job_id)
         if job is None:
             return None
-        if job.kind == JobKind.TRIAGE:
-            return self._triage_view(job)
+        if job.kind in (JobKind.TRIAGE, JobKind.SWEEP):
+            return parts_view(self.store, job, _iso(job.created_at))
         job, bisect = (read_bisect(self.store, self.catalog, self._publish, job)
                        if job.kind == "bisect" else (job, None))
         comparisons, symbols = job.comparisons, job.symbols
@@ -281,15 +305,6 @@ class JobService:
             matrix=build_matrix(job, comparisons), case=job.case, bisect=bisect,
             symbols=symbols or [],  # made once, when the job's last run was stored
             likely_duplicates=self._likely_duplicates(job))
-
-    def _triage_view(self, job: JobRow) -> JobView:
-        """A triage job: its answer so far; its runs are its run jobs' (each on its own page)."""
-        runs = triage_runs(self.store, job.id)
-        return JobView(
-            id=job.id, kind=job.kind, title=job.title, status=job_status(runs),
-            created_at=_iso(job.created_at), environments=job.environments, variants=[],
-            bypass_cache=job.bypass_cache, cached_runs=sum(run.cached for run in runs), runs=[],
-            matrix=build_matrix(job, []), case={}, triage=read_triage(self.store, job))
 
     def _likely_duplicates(self, job: JobRow) -> list[KnownIssue]:
         """The issues that a triage saw fail with a signature of this job's failures."""

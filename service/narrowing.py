@@ -20,7 +20,9 @@ from tvmrepro.store import Store
 KIND_FIELDS = {"variant": ("bisect", "reduce"), "oracle": ("bisect", "reduce"),
                "reference": ("bisect",), "repeat": ("bisect",), "strategy": ("bisect",),
                "budget_s": ("reduce",), "at": ("extract",), "variants": ("run", "bisect"),
-               "reports": ("triage",), "case": ("run", "bisect", "reduce", "extract")}
+               "reports": ("triage",), "case": ("run", "bisect", "reduce", "extract"),
+               "env": ("sweep",), "since": ("sweep",),
+               "environments": ("run", "bisect", "reduce", "extract", "triage")}
 Publish = Callable[[list[RunRow]], None]
 
 

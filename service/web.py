@@ -68,8 +68,9 @@ def job_page(job_id: str) -> Response:
     job = _service().store.job(job_id, results=False)
     if job is None:
         return _page("missing.html", 404, job_id=job_id)
-    # A triage's page shows its reports' verdicts; each report's runs are on its run job's page.
-    template = "triage.html" if job.kind == JobKind.TRIAGE else "job.html"
+    # A triage's or sweep's page shows its answer; each part's runs are on its run job's page.
+    template = {JobKind.TRIAGE: "triage.html", JobKind.SWEEP: "sweep.html"}.get(
+        JobKind(job.kind), "job.html")
     return _page(template, job_id=job_id, title=job.title or f"job {job_id}")
 
 

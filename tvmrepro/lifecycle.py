@@ -48,6 +48,7 @@ class JobKind(str, Enum):
     REDUCE = "reduce"  # the smallest case that still shows the bug ("Reduction")
     EXTRACT = "extract"  # a script's failing step as a module-mode case ("Reduction")
     TRIAGE = "triage"  # many reports at once: a run job per report ("Tracker")
+    SWEEP = "sweep"  # every stored case on a new release: a run job per case ("Tracker")
 
 
 class JobStatus(str, Enum):

@@ -10,6 +10,7 @@ from tvmrepro.lifecycle import JobStatus, RunState
 from tvmrepro.narrowing import Extraction, Reduction
 from tvmrepro.symbols import SymbolTrace
 from tvmrepro.tracker.known import KnownIssue
+from tvmrepro.tracker.sweep import SweepJobAnswer
 from tvmrepro.tracker.triage_job import TriageJobAnswer
 
 # The case is validated by tvmrepro.cases (errors name case.<field>); its schema is Case's.
@@ -21,8 +22,9 @@ class JobRequest(BaseModel):
     """POST /api/v1/jobs."""
 
     model_config = ConfigDict(extra="forbid", strict=True)  # "yes" is not a boolean here
-    kind: Literal["run", "bisect", "reduce", "extract", "triage"] = "run"
-    case: CaseJson | None = Field(default=None, description="the case (every kind but triage)")
+    kind: Literal["run", "bisect", "reduce", "extract", "triage", "sweep"] = "run"
+    case: CaseJson | None = Field(default=None, description="the case (every kind but triage "
+                                                              "and sweep)")
     environments: list[str] | Literal["all"] = Field(
         default="all", description="environment ids, or 'all': every environment a live "
                                    "worker serves")
@@ -55,6 +57,10 @@ class JobRequest(BaseModel):
         default=None, description="triage: the reports, each an issue's Markdown body, an "
         "issue as `gh issue list --json number,title,state,body,url` gives it, or a report as "
         "`tvmrepro import --json` prints it")
+    # A sweep job's own fields, instead of a case and environments.
+    env: str | None = Field(default=None, description="sweep: the new environment")
+    since: str | None = Field(default=None, description="sweep: the environment to compare "
+                              "with (default: the release of the same device before env)")
 
 
 class CellRef(BaseModel):
@@ -256,6 +262,8 @@ class JobView(BaseModel):
     extract: Extraction | None = Field(default=None, description="an extract job's answer")
     triage: TriageJobAnswer | None = Field(
         default=None, description="a triage job's answer over the reports done so far")
+    sweep: SweepJobAnswer | None = Field(
+        default=None, description="a sweep job's answer over the cases done so far")
     symbols: list[SymbolTrace] = Field(
         default_factory=list, description="every global function an error names, followed "
                                           "through the passes of each variant and environment")

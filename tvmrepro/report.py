@@ -22,6 +22,7 @@ from tvmrepro.pass_numbers import FROM_ZERO_MARKDOWN, after_pass
 from tvmrepro.reduce_report import render_extract, render_reduce
 from tvmrepro.reproducer import known_rewrites, reproducer
 from tvmrepro.results import FAILING
+from tvmrepro.tracker.triage_report import render_triage
 
 PINNED = ("apache-tvm", "apache-tvm-ffi", "numpy")
 MAX_MESSAGE_CHARS = 2000
@@ -282,6 +283,8 @@ def _details(summary: str, body: list[str]) -> list[str]:
 
 def render_report(job: JobView, catalog: Catalog | None = None) -> str:
     """The report of a finished (or unfinished) job, as Markdown."""
+    if job.triage is not None:  # a row per report: its runs are its run job's report
+        return render_triage(job.triage, job.id, job.title)
     catalog = catalog or default_catalog()
     failed = any(c.status in FAILING or c.outputs == "differs"
                  for row in job.matrix.cells for c in row)

@@ -17,7 +17,8 @@
     narrowings    a reduce or extract job's options, progress and answer (CONTRACT.md, "Reduction")
     known_issues  the signature of each triaged issue's bug (a job failing with it names the
                   issue a likely duplicate)
-    triage_reports  a triage job's reports in order, each with the run job of its script
+    triage_reports  a triage job's reports in order, each with the run job of its script (a
+                  sweep job's stored cases, each with its run job, too)
 
 Every change here is also a revision in tvmrepro/migrations/versions/ (a test compares them).
 
@@ -168,7 +169,8 @@ known_issues = sa.Table(
 
 # One row per report of a triage job, in order: the report as imported (its script, state and
 # quoted error) and the run job its script became (null: no code). The runs are that job's, so
-# a triage's runs are queued, cached, recovered and stored as every run is.
+# a triage's runs are queued, cached, recovered and stored as every run is. A sweep job (a
+# triage of the store's cases on a new release) keeps its stored cases here the same way.
 triage_reports = sa.Table(
     "triage_reports", metadata,
     sa.Column("job_id", ID, sa.ForeignKey("jobs.id"), primary_key=True),

@@ -200,7 +200,8 @@ class Store(WorkerRegistry, BisectionRows, KnownIssueRows, TriageRows):
 
     def job_page(self, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
         """Jobs newest first (id, kind, title, created_at, runs, done), and how many there are.
-        A triage's run jobs are shown under it: not listed, their runs counted as its own."""
+        A triage's (or sweep's) run jobs are shown under it: not listed, their runs counted as
+        its own."""
         done = sa.func.sum(sa.case((t.runs.c.state == RunState.DONE.value, 1), else_=0))
         listed = ~t.jobs.c.id.in_(run_jobs_of_triages())
         query = (sa.select(t.jobs.c.id, t.jobs.c.kind, t.jobs.c.title, t.jobs.c.created_at,
@@ -213,7 +214,7 @@ class Store(WorkerRegistry, BisectionRows, KnownIssueRows, TriageRows):
             total = int(conn.execute(sa.select(sa.func.count()).select_from(t.jobs)
                                      .where(listed)).scalar_one())
         for row in rows:
-            if row["kind"] == "triage":
+            if row["kind"] in ("triage", "sweep"):  # made of run jobs (store_triages)
                 row.update(self.triage_run_counts(row["id"]))
         return rows, total
 

@@ -1,15 +1,17 @@
-"""A triage job in the store: its answer read from its run jobs' runs, and the known issues a
-finished one keeps. The API reads it; the worker that stores a triage's last run records what
+"""A triage (or sweep) job in the store: its answer read from its run jobs' runs, and the known
+issues a finished triage keeps. The API reads it; the worker that stores a triage's last run records what
 it saw (so that a job failing with a report's signature names that issue). Both call this."""
 
 from __future__ import annotations
 
 import logging
 
+from tvmrepro.lifecycle import JobKind
 from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.store import Store
 from tvmrepro.tracker.importing import ImportedReport
 from tvmrepro.tracker.known import known_issues
+from tvmrepro.tracker.sweep import StoredCase, SweepJobAnswer, sweep_job_answer
 from tvmrepro.tracker.triage import TriageAnswer, Verdict
 from tvmrepro.tracker.triage_job import TriageJobAnswer, triage_job_answer
 
@@ -27,8 +29,19 @@ def read_triage(store: Store, job: JobRow) -> TriageJobAnswer:
     return triage_job_answer(reports, jobs, results, job.environments)
 
 
-def triage_runs(store: Store, job_id: str) -> list[RunRow]:
-    """Every run of a triage job's run jobs."""
+def read_sweep(store: Store, job: JobRow) -> SweepJobAnswer:
+    """A sweep job's answer over the stored cases whose two runs are done, and its progress."""
+    rows = store.triage_reports(job.id)
+    jobs = [row.run_job for row in rows if row.run_job is not None]
+    runs = store.runs_of_jobs(jobs)
+    results = [[run.result if run.done else None for run in runs[job_id]] for job_id in jobs]
+    since, env = job.environments
+    return sweep_job_answer(env, since, [StoredCase.model_validate(row.report) for row in rows],
+                            jobs, results)
+
+
+def part_runs(store: Store, job_id: str) -> list[RunRow]:
+    """Every run of a triage or sweep job's run jobs."""
     return [run for found in store.runs_of_jobs(store.triage_run_jobs(job_id)).values()
             for run in found]
 
@@ -50,7 +63,7 @@ def record_finished_triage(store: Store, run_job: str) -> None:
     done, record the triage's known issues (two last finishers both record the same)."""
     triage_id = store.triage_of(run_job)
     job = store.job(triage_id, results=False) if triage_id else None
-    if job is None:
+    if job is None or job.kind != JobKind.TRIAGE:
         return
     answer = read_triage(store, job)
     if not answer.finished:

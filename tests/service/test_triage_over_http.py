@@ -124,6 +124,24 @@ def test_triage_through_the_command_is_what_plain_tvm_measured(
     assert not {found["id"] for found in listed} & set(jobs.values())
 
 
+def test_wait_and_the_report_of_a_triage(stack: Stack, triaged: tuple[str, dict[str, Any]],
+                                         tmp_path: Path) -> None:
+    job_id, printed = triaged
+    waited = subprocess.run([sys.executable, "-m", "cli", "wait", job_id, "--json", "--server",
+                             stack.url], env={**stack.environ, "TVMREPRO_HOME": str(tmp_path)},
+                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert waited.returncode == 0, waited.stderr
+    assert json.loads(waited.stdout) == printed
+    report = stack.http.get(f"/api/v1/jobs/{job_id}/report.md").text
+    rows = {line.split(" ", 2)[1]: line for line in report.splitlines()
+            if line.startswith("| [#") or line.startswith("| #")}
+    assert len(rows) == 5, report
+    assert "| fixed since `tvm-0.27.0.post1-cpu` |" in rows["[#20200](https://github.com/apache/"
+                                                           "tvm/issues/20200)"], report
+    assert "- group 1: #17348, #20191; representative #20191: `crash: SIGSEGV at run`" in report
+    assert "- #17348 `CLOSED`: closed but reproduces" in report
+
+
 def test_a_finished_triage_names_its_issues_as_likely_duplicates(
         stack: Stack, triaged: tuple[str, dict[str, Any]]) -> None:
     """The worker that stored the triage's last run kept its known issues: a new report with
@@ -150,13 +168,19 @@ def test_a_finished_triage_names_its_issues_as_likely_duplicates(
     ({"kind": "triage", "reports": ["x"], "variant": "script"}, "variant"),
     ({"kind": "run"}, "case"),
     ({"kind": "run", "case": {"script": "print(1)"}, "reports": ["x"]}, "reports"),
+    ({"kind": "sweep"}, "env"),
+    ({"kind": "sweep", "env": "tvm-9.9.9-cpu"}, "env"),
+    ({"kind": "sweep", "env": NEW_ENV, "since": "nope"}, "since"),
+    ({"kind": "sweep", "env": NEW_ENV, "environments": [OLD_ENV]}, "environments"),
+    ({"kind": "sweep", "env": NEW_ENV, "reports": ["x"]}, "reports"),
     ({"kind": "triage", "reports": ["```python\nimport tvm\n```\n"],
       "environments": ["tvm-9.9.9-cpu"]}, "environments[0]"),
 ])
 def test_a_bad_triage_request_is_a_400_naming_the_field(stack: Stack, body: dict[str, Any],
                                                          field: str) -> None:
     before = stack.http.get("/api/v1/jobs").json()["total"]
-    response = stack.http.post("/api/v1/jobs", json={"environments": [OLD_ENV], **body})
+    sent = body if body["kind"] == "sweep" else {"environments": [OLD_ENV], **body}
+    response = stack.http.post("/api/v1/jobs", json=sent)
     assert response.status_code == 400, response.text
     assert response.json()["error"]["field"] == field, response.text
     assert stack.http.get("/api/v1/jobs").json()["total"] == before  # nothing stored
@@ -232,3 +256,37 @@ def test_the_triage_page_shows_verdicts_groups_and_audit(
         assert script_errors(driver) == []
     finally:
         driver.quit()
+
+
+def test_a_sweep_job_runs_what_the_store_lacks_and_stores_it(
+        stack: Stack, triaged: tuple[str, dict[str, Any]], tmp_path: Path) -> None:
+    """`tvmrepro sweep` through the service: every stored case on both environments, the
+    results the store holds served from the cache, the one it lacks run and stored."""
+    fresh = {"title": "fresh on the newest only", "script": "import tvm\nprint('fresh')\n"}
+    stack.wait(stack.submit({"case": fresh, "environments": [NEW_ENV]})["id"], timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "cli", "sweep", "--env", NEW_ENV, "--since", OLD_ENV,
+         "--server", stack.url, "--json"], env={**stack.environ, "TVMREPRO_HOME": str(tmp_path)},
+        cwd=REPO, capture_output=True, text=True, timeout=500)
+    assert done.returncode == 0, done.stderr + stack.logs()
+    answer = json.loads(done.stdout)
+    assert (answer["env"], answer["since"]) == (NEW_ENV, OLD_ENV)
+    by_title = {line["title"]: line for line in answer["cases"]}
+    assert (by_title["#20200"]["old"]["status"], by_title["#20200"]["new"]["status"],
+            by_title["#20200"]["change"]) == ("error", "ok", "fixed")
+    assert by_title["#20191"]["change"] == "same" and \
+        by_title["#20191"]["new"]["signature"] == "crash: SIGSEGV at run"
+    assert by_title[fresh["title"]]["change"] == "same"
+    assert answer["changed"]["fixed"] >= 1
+    found = re.search(r"sweep job ([0-9a-f]{32})", done.stderr)
+    assert found, done.stderr
+    job = stack.http.get(f"/api/v1/jobs/{found.group(1)}").json()
+    assert (job["kind"], job["status"], job["sweep"]["finished"]) == ("sweep", "done", True)
+    assert job["sweep"]["progress"]["cases"] == len(answer["cases"])
+    runs = {line["title"]: stack.http.get(f"/api/v1/jobs/{run_job}").json()["runs"]
+            for line, run_job in zip(job["sweep"]["cases"], job["sweep"]["jobs"], strict=True)}
+    # What the store held is read, not run again; the fresh case's older run is run and stored.
+    assert [run["cached"] for run in runs["#20200"]] == [True, True]
+    assert [(run["environment"], run["cached"]) for run in runs[fresh["title"]]] == \
+        [(OLD_ENV, False), (NEW_ENV, True)]
+    assert "js/sweep.js" in stack.http.get(f"/jobs/{job['id']}").text

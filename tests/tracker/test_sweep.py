@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from cli.sweep import previous_environment, sweep
+from cli.sweep import sweep
 from tests.conftest import NEW_ENV, OLD_ENV
 from tests.tracker.conftest import CORPUS, segfault_case
 from tests.tracker.stored_jobs import stored_job
@@ -18,7 +18,7 @@ from tvmrepro.results import Result
 from tvmrepro.rows import JobRow
 from tvmrepro.store import open_store
 from tvmrepro.tracker.importing import import_file
-from tvmrepro.tracker.sweep import Change, Outcome, change_of, stored_cases
+from tvmrepro.tracker.sweep import Change, Outcome, change_of, previous_environment, stored_cases
 
 if TYPE_CHECKING:
     from tvmrepro.environments import Environment
@@ -52,7 +52,7 @@ def test_a_case_run_twice_is_swept_once() -> None:
 
 def test_the_previous_release_by_default() -> None:
     catalog = default_catalog()
-    assert previous_environment(catalog, catalog.get(NEW_ENV)).id == "tvm-0.26.0-cpu"
+    assert previous_environment(catalog, catalog.get(NEW_ENV), "--since").id == "tvm-0.26.0-cpu"
 
 
 @pytest.mark.tvm

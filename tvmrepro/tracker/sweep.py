@@ -6,13 +6,17 @@ from __future__ import annotations
 import hashlib
 import json
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from tvmrepro.environments import Catalog, Environment
+from tvmrepro.errors import BadInput
 from tvmrepro.results import FAILING, NOT_MEASURED
-from tvmrepro.rows import JobRow
 from tvmrepro.tracker.known import bug_signature
+
+if TYPE_CHECKING:
+    from tvmrepro.rows import JobRow
 
 
 class Change(str, Enum):
@@ -108,3 +112,53 @@ def sweep_answer(env: str, since: str, cases: list[StoredCase],
     changed = {change.value: sum(line.change == change for line in lines) for change in Change}
     return SweepAnswer(env=env, since=since, cases=lines,
                        changed={k: v for k, v in changed.items() if v})
+
+
+class SweepProgress(BaseModel):
+    """How far a sweep job is: stored cases with both outcomes, and runs."""
+
+    cases: int
+    cases_done: int
+    runs: int
+    runs_done: int
+
+
+class SweepJobAnswer(SweepAnswer):
+    """A sweep job's `sweep` field: the answer over the cases done so far (all of them once
+    `finished`), each case's run job beside it, and the progress."""
+
+    jobs: list[str] = Field(description="jobs[i]: the run job of cases[i] (its runs on both "
+                                        "environments, stored)")
+    progress: SweepProgress
+    finished: bool = Field(description="every stored case has both outcomes")
+
+    def answer(self) -> SweepAnswer:
+        """The part that `tvmrepro sweep --json` prints."""
+        return SweepAnswer(env=self.env, since=self.since, cases=self.cases,
+                           changed=self.changed)
+
+
+def previous_environment(catalog: Catalog, new: Environment, field: str) -> Environment:
+    """The newest final release of the same device before `new` (else any release before it);
+    BadInput naming `field` where there is none."""
+    older = [env for env in catalog.spanning(new.device) if env.version < new.version]
+    older = older or [env for env in catalog.environments
+                      if env.device == new.device and env.version < new.version]
+    if not older:
+        raise BadInput(field, f"no environment before {new.id}: name one")
+    return max(older, key=lambda env: env.version)
+
+
+def sweep_job_answer(env: str, since: str, cases: list[StoredCase], jobs: list[str],
+                     results: list[list[dict[str, Any] | None]]) -> SweepJobAnswer:
+    """The answer over the cases whose two runs (on `since`, then on `env`) are done."""
+    chosen = [i for i, found in enumerate(results)
+              if len(found) == 2 and all(result is not None for result in found)]
+    answer = sweep_answer(env, since, [cases[i] for i in chosen],
+                          [(outcome(results[i][0] or {}), outcome(results[i][1] or {}))
+                           for i in chosen])
+    progress = SweepProgress(cases=len(cases), cases_done=len(chosen),
+                             runs=sum(len(found) for found in results),
+                             runs_done=sum(r is not None for found in results for r in found))
+    return SweepJobAnswer(**answer.model_dump(), jobs=[jobs[i] for i in chosen],
+                          progress=progress, finished=len(chosen) == len(cases))

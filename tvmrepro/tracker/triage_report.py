@@ -1,0 +1,56 @@
+"""A triage job's Markdown report: a row per report (verdict, since, group, the statuses), the
+groups of one bug and the issues in the wrong state, ready to paste into a tracker."""
+
+from __future__ import annotations
+
+from tvmrepro.escaping import code_span, table_cell
+from tvmrepro.tracker.triage_job import TriageJobAnswer
+
+
+def _named(number: int | None, url: str | None = None) -> str:
+    if number is None:
+        return "the report"
+    return f"[#{number}]({url})" if url and url.startswith("https://") and ")" not in url \
+        else f"#{number}"
+
+
+def _rows(answer: TriageJobAnswer) -> list[str]:
+    envs = answer.environments
+    lines = ["| report | state | verdict | group | quoted error now | "
+             + " | ".join(code_span(env) for env in envs) + " |",
+             "| --- " * (5 + len(envs)) + "|"]
+    for line, title, url in zip(answer.reports, answer.titles, answer.urls, strict=True):
+        verdict = line.verdict.value + (f" since {code_span(line.since)}" if line.since else "")
+        quoted = {True: "yes", False: "no", None: ""}[line.quoted_error_reproduced]
+        statuses = " | ".join(code_span(line.statuses[env]) if env in line.statuses else ""
+                              for env in envs)
+        lines.append(f"| {_named(line.number, url)} {table_cell(title)} | "
+                     f"{code_span(line.state) if line.state else ''} | {verdict} | "
+                     f"{line.group or ''} | {quoted} | {statuses} |")
+    return lines
+
+
+def render_triage(answer: TriageJobAnswer, job_id: str, title: str) -> str:
+    """The report of a triage job (of the reports done so far while it runs)."""
+    progress = answer.progress
+    done = "" if answer.finished else \
+        f" (so far: {progress.reports_done} of {progress.reports} reports done)"
+    lines = [f"**Triage of {progress.reports} reports on {len(answer.environments)} pinned TVM "
+             f"environment(s){done}**: {title and code_span(title)}, job {code_span(job_id)}.",
+             "", *_rows(answer), ""]
+    shared = [group for group in answer.groups if len(group.reports) > 1]
+    if shared:
+        lines += ["One bug, many reports:", ""]
+        lines += [f"- group {group.id}: "
+                  + ", ".join(_named(number) for number in group.reports)
+                  + f"; representative {_named(group.representative)}: "
+                  + code_span(group.signature) for group in shared]
+        lines.append("")
+    if answer.audit:
+        lines += ["Issues in the wrong state:", ""]
+        lines += [f"- {_named(entry.number)} {code_span(entry.state or '')}: "
+                  f"{entry.finding.value.replace('_', ' ')}"
+                  + (f" (since {code_span(entry.since)})" if entry.since else "")
+                  for entry in answer.audit]
+        lines.append("")
+    return "\n".join(lines)
