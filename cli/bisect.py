@@ -45,6 +45,7 @@ from tvmrepro.settings import Settings
 if TYPE_CHECKING:
     from cli.remote import ApiClient
     from tvmrepro.models import JobView
+    from worker.runtimes.base import Runtime
 
 CLI_FIELDS = {"variant": "--variant", "environments": "--env", "reference": "--reference",
               "oracle": "--oracle", "repeat": "--repeat", "strategy": "--strategy"}
@@ -53,7 +54,7 @@ _VERDICT_STYLE = {"bad": "red", "good": "green", "skip": "blue", "flaky": "yello
 Tick = Callable[[int, int], None]
 
 
-def _run_one(case: Case, options: Options, env: Environment, runtime: Any) -> Observation:
+def _run_one(case: Case, options: Options, env: Environment, runtime: Runtime) -> Observation:
     from worker.runner import run_variant
 
     run_id = uuid.uuid4().hex
@@ -85,7 +86,7 @@ def bisect_locally(case: Case, options: Options, runtime_name: str, tick: Tick,
             # TVM import. Not for one probe per release: waiting for ten zygotes before the
             # first probe was slower than ten sandboxes each importing TVM as it starts; nor
             # for the binary strategy, which probes a few of them.
-            getattr(runtime, "start_zygotes", lambda _envs: None)(list(envs.values()))
+            runtime.start_zygotes(list(envs.values()))
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
             while todo:
                 _reserve(runtime, case, [envs[env_id] for env_id in todo], options.repeat)
@@ -138,14 +139,11 @@ def annotate_remote(client: ApiClient, job_id: str, found: dict[str, Any], case:
     return annotate(found, result_of, _case_json(case), history)
 
 
-def _reserve(runtime: Any, case: Case, envs: list[Environment], repeat: int) -> None:
+def _reserve(runtime: Runtime, case: Case, envs: list[Environment], repeat: int) -> None:
     """Start every probe's sandbox of this round now, from this (long-lived) thread: their TVM
     imports overlap each other and the runs before them."""
-    reserve = getattr(runtime, "reserve", None)
-    if reserve is None:
-        return
     for env in envs:
-        reserve(env, case.timeout_s, case.memory_mb, count=repeat)
+        runtime.reserve(env, case.timeout_s, case.memory_mb, count=repeat)
 
 
 def bisect_remotely(case: Case, options: Options, server: str | None, tick: Tick,

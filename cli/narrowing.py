@@ -57,9 +57,7 @@ def local_runtime(runtime_name: str, envs: list[Environment]) -> Iterator[Runtim
     runtime = make_runtime(runtime_name, settings)
     try:
         fingerprints_announced(runtime, settings, envs)
-        start_zygotes = getattr(runtime, "start_zygotes", None)
-        if start_zygotes is not None:
-            start_zygotes(envs)
+        runtime.start_zygotes(envs)
         yield runtime
     finally:
         runtime.close()

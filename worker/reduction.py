@@ -187,9 +187,9 @@ class Reducer:
     def _reserve(self, count: int) -> None:
         """Start the sandboxes of a batch's `count` runs at once, from this (long-lived) thread:
         their starts overlap."""
-        reserve = getattr(self.runtime, "reserve", None)
-        if reserve is not None and count:
-            reserve(self.options.env, self.case.timeout_s, self.case.memory_mb, count=count)
+        if count:
+            self.runtime.reserve(self.options.env, self.case.timeout_s, self.case.memory_mb,
+                                 count=count)
 
     def _check_budget(self) -> None:
         if time.monotonic() > self.deadline:

@@ -76,12 +76,11 @@ def _make_context(app: Celery) -> WorkerContext:
     if _context is None or _context.pid != os.getpid() or _context.settings != settings:
         _context = WorkerContext(settings, Store(settings.store_url),
                                  make_runtime(settings.runtime, settings), os.getpid())
-        prewarm = getattr(_context.runtime, "prewarm", None)
         served = app.conf.get("tvmrepro_environments") or []
-        if prewarm is not None and served:
+        if served:
             catalog = default_catalog()
             processes = int(app.conf.get("worker_concurrency") or worker_concurrency(settings))
-            prewarm([catalog.get(env_id) for env_id in served], processes)
+            _context.runtime.prewarm([catalog.get(env_id) for env_id in served], processes)
     return _context
 
 
@@ -139,8 +138,20 @@ class Cancellable:
         """The runtime's fingerprint of env."""
         return self.runtime.fingerprint(env)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.runtime, name)  # reserve, prewarm: the runtime's own
+    def prewarm(self, envs: list[Environment], processes: int = 1) -> None:
+        """The runtime's own."""
+        self.runtime.prewarm(envs, processes)
+
+    def reserve(self, env: Environment, timeout_s: int, memory_mb: int, count: int = 1) -> None:
+        """The runtime's own."""
+        self.runtime.reserve(env, timeout_s, memory_mb, count)
+
+    def start_zygotes(self, envs: list[Environment]) -> None:
+        """The runtime's own."""
+        self.runtime.start_zygotes(envs)
+
+    def close(self) -> None:
+        """Nothing of its own: the runtime is the worker's, closed with its process."""
 
 
 def execute(ctx: WorkerContext, claim: Claim) -> Result:

@@ -73,6 +73,15 @@ class FakeRuntime:
     def close(self) -> None:
         """Nothing is held: no sandbox waits."""
 
+    def prewarm(self, envs: list[Environment], processes: int = 1) -> None:
+        """Nothing to warm: a fake run starts at once."""
+
+    def reserve(self, env: Environment, timeout_s: int, memory_mb: int, count: int = 1) -> None:
+        """Nothing to start ahead."""
+
+    def start_zygotes(self, envs: list[Environment]) -> None:
+        """No TVM to import."""
+
     def fingerprint(self, env: Environment) -> dict[str, Any]:
         """The fingerprint the local runtime made of env, as recorded in FINGERPRINTS."""
         recorded: dict[str, dict[str, Any]] = json.loads(FINGERPRINTS.read_text())

@@ -149,6 +149,20 @@ class Runtime(Protocol):
         """What env's TVM has here (version, python, libinfo, pass names); RuntimeFault if none."""
         ...
 
+    def prewarm(self, envs: list[Environment], processes: int = 1) -> None:
+        """Keep sandboxes of `envs` warm for the runs to come (`processes`: how many of the
+        worker's processes share the machine: fewer warm ones each at start)."""
+        ...
+
+    def reserve(self, env: Environment, timeout_s: int, memory_mb: int, count: int = 1) -> None:
+        """Start `count` sandboxes for env's next runs with these limits now, without waiting."""
+        ...
+
+    def start_zygotes(self, envs: list[Environment]) -> None:
+        """For a one-shot command of many runs: what lets `envs`' sandboxes share one TVM import
+        each, started now (nothing where the runtime has no such thing)."""
+        ...
+
     def close(self) -> None:
         """Give back what it holds (waiting sandboxes or containers, its cgroup)."""
         ...

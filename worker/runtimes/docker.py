@@ -251,6 +251,9 @@ class DockerRuntime:
             if at_start:
                 self.pool.fill((env.id, Limits.pooled(self.settings, env)))
 
+    def start_zygotes(self, envs: list[Environment]) -> None:
+        """Nothing: each container imports TVM itself (a fork cannot cross containers)."""
+
     def reserve(self, env: Environment, timeout_s: int, memory_mb: int, count: int = 1) -> None:
         """Start `count` containers for env now, without waiting for them to import TVM: the
         next runs of env with these limits take them (see the local runtime)."""
