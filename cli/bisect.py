@@ -24,8 +24,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from cli.output import (
-    _STATUS_STYLE,
     SERVER_HELP,
+    STATUS_STYLE,
     error_console,
     fingerprints_announced,
     plain,
@@ -205,7 +205,7 @@ def bisect_view(found: dict[str, Any], title: str) -> Table:
         table.add_column(column, overflow="fold")
     for probe in found["probes"]:
         style = _VERDICT_STYLE.get(probe["verdict"], "")
-        status_style = _STATUS_STYLE.get(probe["status"] or "", "")
+        status_style = STATUS_STYLE.get(probe["status"] or "", "")
         table.add_row(plain(probe["environment"]), plain(probe["verdict"], style),
                       plain(probe["status"], status_style),
                       plain(probe["stage"] or ""), plain(probe["signature"] or ""))

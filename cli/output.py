@@ -24,7 +24,7 @@ SERVER_HELP = ("Service URL (default $TVMREPRO_SERVER, else the `tvmrepro up` on
 EXIT_BAD_INPUT = 2
 EXIT_FAILURE = 1
 
-_STATUS_STYLE = {"ok": "green", "error": "red", "crash": "bold red", "timeout": "yellow",
+STATUS_STYLE = {"ok": "green", "error": "red", "crash": "bold red", "timeout": "yellow",
                  "oom": "yellow", "incompatible": "blue", "infra_error": "magenta"}
 
 
@@ -51,7 +51,7 @@ def runs_table(runs: list[dict[str, Any]], title: str | None = None) -> Table:
         table.add_column(column, overflow="fold")
     for run in runs:
         status = run.get("status") or "?"
-        style = _STATUS_STYLE.get(status, "")
+        style = STATUS_STYLE.get(status, "")
         table.add_row(plain(run.get("variant", "")), plain(run.get("environment", "")),
                       plain(status, style), plain(run.get("stage") or ""),
                       plain(run.get("signature") or ""))

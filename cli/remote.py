@@ -17,7 +17,7 @@ from rich.console import Console, Group
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from cli.output import _STATUS_STYLE, error_console, plain, print_json, shown
+from cli.output import STATUS_STYLE, error_console, plain, print_json, shown
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput, ReproError
@@ -357,7 +357,7 @@ def matrix_view(job: JobView) -> Group:
     for variant, row in zip(matrix.variants, matrix.cells, strict=True):
         cells = []
         for cell in row:
-            text = plain(cell.status or cell.state.value, _STATUS_STYLE.get(cell.status or "", ""))
+            text = plain(cell.status or cell.state.value, STATUS_STYLE.get(cell.status or "", ""))
             text.append("\n" + visible_line(cell.stage) if cell.stage else "")
             text.append(" (cached)" if cell.cached else "", style="dim")
             if cell.outputs == "differs" and cell.output_error is not None:

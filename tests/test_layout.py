@@ -5,6 +5,9 @@
     worker/          the Celery side: imports the core only
     cli/             the command line: may import all of the above
     images/harness/  runs inside a pinned TVM: imports nothing of the project
+    bench/           measures the rest: may import all of it (and the tests' browser);
+                     nothing imports bench/ or tests/
+No module imports another's private (underscored) name: what a sibling needs is public.
 """
 
 from __future__ import annotations
@@ -18,10 +21,11 @@ from tests.conftest import REPO
 
 PROJECT = {"tvmrepro", "service", "worker", "cli", "images"}
 FORBIDDEN = {
-    "tvmrepro": {"service", "worker", "cli"},
-    "service": {"worker", "cli"},
-    "worker": {"service", "cli"},
-    "images/harness": PROJECT,
+    "tvmrepro": {"service", "worker", "cli", "bench", "tests"},
+    "service": {"worker", "cli", "bench", "tests"},
+    "worker": {"service", "cli", "bench", "tests"},
+    "cli": {"bench", "tests"},
+    "images/harness": PROJECT | {"bench", "tests"},
 }
 
 
@@ -54,3 +58,27 @@ def test_the_check_sees_a_forbidden_import(tmp_path: Path) -> None:
     module = tmp_path / "bad.py"
     module.write_text("def f():\n    from worker.tasks import run\n")
     assert imported_packages(module) == {"worker"}
+
+
+def private_imports(path: Path) -> list[str]:
+    """'module imports name from other' for each underscored name it takes from another module."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module != "__future__":
+            found += [f"{path.relative_to(REPO)} imports {alias.name} from {node.module}"
+                      for alias in node.names
+                      if alias.name.startswith("_") and not alias.name.startswith("__")]
+    return found
+
+
+@pytest.mark.parametrize("package", sorted({*FORBIDDEN, "bench"}))
+def test_no_module_imports_a_private_name(package: str) -> None:
+    assert [hit for path in sorted((REPO / package).rglob("*.py"))
+            for hit in private_imports(path)] == []
+
+
+def test_the_check_sees_a_private_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(f"{__name__}.REPO", tmp_path)
+    module = tmp_path / "bad.py"
+    module.write_text("from cli.output import _hidden, shown\n")
+    assert private_imports(module) == ["bad.py imports _hidden from cli.output"]
