@@ -16,10 +16,11 @@ import uuid
 from typing import Any
 
 from tvmrepro.bisect_suspects import annotate, configured_history
-from tvmrepro.bisection import Observation, Options, evaluate, initial_probes, parse_oracle
+from tvmrepro.bisection import Observation, Options, evaluate, initial_probes
 from tvmrepro.cases import Case, parse_case
 from tvmrepro.environments import Catalog
 from tvmrepro.lifecycle import RunState, cache_key
+from tvmrepro.oracles import parse_oracle
 from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.store import QueueFull, Store
 from tvmrepro.store_bisections import BisectionStep, BisectionUpdate

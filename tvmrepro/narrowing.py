@@ -17,10 +17,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tvmrepro.bisection import choose_variant, parse_oracle
+from tvmrepro.bisection import choose_variant
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput
+from tvmrepro.oracles import parse_oracle
 
 DEFAULT_ORACLE = "signature"
 DEFAULT_BUDGET_S = 900

@@ -3,7 +3,7 @@
 The reducer runs here (the worker or `tvmrepro reduce --local`); everything
 that needs TVM runs in sandboxes through the runtime: each candidate is a
 module-mode run with the case's limits, judged by the bisection oracles
-(tvmrepro/bisection.py), and each module edit (worker/candidates.py) first goes
+(tvmrepro/oracles.py), and each module edit (worker/candidates.py) first goes
 to the harness's check mode, which keeps only modules that parse and are no
 less well formed than the case (a case that is not well formed lets the oracle
 judge candidates that are not either) and prints them back as canonical
@@ -23,11 +23,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tvmrepro.bisection import Verdict, judge, parse_oracle
 from tvmrepro.cases import Case, parse_case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput, RuntimeFault
 from tvmrepro.narrowing import DEFAULT_BUDGET_S, DEFAULT_ORACLE
+from tvmrepro.oracles import Verdict, judge, parse_oracle
 from tvmrepro.results import FAILING, Status
 from worker import candidates
 from worker.runner import harness_case, run_variant

@@ -6,17 +6,10 @@ from typing import Any
 
 import pytest
 
-from tvmrepro.bisection import (
-    Observation,
-    Options,
-    Verdict,
-    evaluate,
-    initial_probes,
-    judge,
-    parse_oracle,
-)
+from tvmrepro.bisection import Observation, Options, evaluate, initial_probes
 from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
+from tvmrepro.oracles import Verdict, judge, parse_oracle
 
 ENVS = [f"e{n}" for n in range(8)]
 

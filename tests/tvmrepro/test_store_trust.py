@@ -17,9 +17,10 @@ from tests.tvmrepro.test_store import CAP, never_gone, new_job, result, two_vari
 from tests.worker.test_reduction import FakeReducingRuntime, fake_case
 from tvmrepro import schema as t
 from tvmrepro.bisect_jobs import advance, start, stepper
-from tvmrepro.bisection import OracleTooSlow, Verdict, judge, make_options, parse_oracle
+from tvmrepro.bisection import make_options
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import default_catalog
+from tvmrepro.oracles import OracleTooSlow, Verdict, judge, parse_oracle
 from tvmrepro.results import Result, Status
 from tvmrepro.rows import JobRow
 from tvmrepro.store import Store
