@@ -1,27 +1,25 @@
-"""The command line as a client of the service: submit a job, follow it, print the matrix."""
+"""The command line as a client of the service: find it, submit a job, follow it (the matrix it
+prints is matrix_view.py's, the cancel tokens it keeps cancel_tokens.py's)."""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 from pydantic import BaseModel, ValidationError
-from rich.console import Console, Group
+from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from cli.output import STATUS_STYLE, error_console, plain, print_json, shown
+from cli.cancel_tokens import cancel_token_file, keep_cancel_token, kept_cancel_token
+from cli.matrix_view import matrix_view
+from cli.output import error_console, print_json, shown
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput, ReproError
-from tvmrepro.escaping import visible_line
 from tvmrepro.lifecycle import JobStatus, RunState
 from tvmrepro.models import (
     CANCEL_HEADER,
@@ -33,7 +31,6 @@ from tvmrepro.models import (
     JobView,
     RunView,
 )
-from tvmrepro.pass_numbers import FROM_ZERO, after_pass
 from tvmrepro.settings import DEFAULT_SERVER, Settings, variable_name
 
 POLL_S = 0.25
@@ -249,41 +246,6 @@ class ApiClient:
                           f"GET {path}")
 
 
-CANCEL_TOKENS = "cancel-tokens"  # under TVMREPRO_HOME: one file per job this machine submitted
-_JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-
-def cancel_token_file(job_id: str) -> Path:
-    """Where the cancel token of a job submitted from here is kept."""
-    if not _JOB_ID.fullmatch(job_id):
-        raise BadInput("JOB", f"{job_id!r} is not a job id")
-    return Settings.from_env().home / CANCEL_TOKENS / job_id
-
-
-def keep_cancel_token(job: JobView) -> None:
-    """Keep a submitted job's cancel token (readable by this user only); a home that cannot
-    be written is said on stderr, the job goes on."""
-    if not job.cancel_token:
-        return
-    path = cancel_token_file(job.id)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(job.cancel_token)
-    except OSError as exc:
-        error_console().print(f"could not keep job {job.id}'s cancel token in {path} "
-                              f"({exc.strerror}); it is {job.cancel_token}", highlight=False)
-
-
-def kept_cancel_token(job_id: str) -> str | None:
-    """The cancel token kept when this machine submitted the job, or None."""
-    try:
-        return cancel_token_file(job_id).read_text().strip() or None
-    except OSError:
-        return None
-
-
 def _describe(run: RunView) -> str:
     result = run.result or {}
     if run.state != RunState.DONE:
@@ -345,67 +307,6 @@ def finish_run(client: ApiClient, job: JobView, as_json: bool) -> None:
     from cli.tracker import print_duplicates
 
     print_duplicates(job.likely_duplicates)
-
-
-def matrix_view(job: JobView) -> Group:
-    """The matrix (variants x environments), signature groups and where variants part."""
-    matrix = job.matrix
-    table = Table(title=shown(job.title or f"job {job.id}"))
-    table.add_column("variant")
-    for env_id in matrix.environments:
-        table.add_column(plain(env_id), overflow="fold")
-    for variant, row in zip(matrix.variants, matrix.cells, strict=True):
-        cells = []
-        for cell in row:
-            text = plain(cell.status or cell.state.value, STATUS_STYLE.get(cell.status or "", ""))
-            text.append("\n" + visible_line(cell.stage) if cell.stage else "")
-            text.append(" (cached)" if cell.cached else "", style="dim")
-            if cell.outputs == "differs" and cell.output_error is not None:
-                error = cell.output_error
-                size = f" {error.max_abs_error:.3g}" if error.max_abs_error is not None else ""
-                text.append("\n" + visible_line(
-                    f"outputs differ ({error.reason}{size}) from "
-                    f"{error.against.variant}@{error.against.environment}"), style="red")
-            cells.append(text)
-        table.add_row(plain(variant), *cells)
-    parts: list[Any] = [table]
-    for number, group in enumerate(matrix.groups, 1):
-        where = ", ".join(f"{c.variant}@{c.environment}" for c in group.cells)
-        parts.append(plain(f"signature {number} ({group.status}, {len(group.cells)} "
-                           f"cells: {where}):"))
-        parts.append(plain(f"  {group.signature}"))
-    for comp in matrix.comparisons:
-        step = comp.first_differing_pass
-        said = ("identical IR after every pass" if comp.identical or step is None else
-                f"IR first differs {after_pass(step.index)} ({step.a} / {step.b})")
-        parts.append(plain(f"{comp.a.variant} vs {comp.b.variant} on {comp.a.environment}: "
-                           f"{said}"))
-    parts += [plain(line) for line in symbol_lines(job)]
-    if _numbers_passes(job):
-        parts.append(plain(f"({FROM_ZERO})", "dim"))
-    return Group(*parts)
-
-
-def symbol_lines(job: JobView) -> list[str]:
-    """One line per symbol and variant with the same story in several environments (a story
-    told in every environment of the job says so, not their names)."""
-    stories: dict[tuple[str, str, str], list[str]] = {}
-    for trace in job.symbols:
-        stories.setdefault((trace.symbol, trace.variant, trace.summary()), []).append(
-            trace.environment)
-    lines = []
-    for (symbol, variant, story), envs in stories.items():
-        where = "every environment" if len(envs) > 1 and set(envs) == set(job.environments) \
-            else ", ".join(envs)
-        lines.append(f"{symbol} in {variant} on {where}: {story}")
-    return lines
-
-
-def _numbers_passes(job: JobView) -> bool:
-    """Whether the matrix view shows a pass's number (a stage, a comparison, a symbol trace)."""
-    stages = [cell.stage or "" for row in job.matrix.cells for cell in row]
-    return (any(stage.startswith("pass:") for stage in stages) or bool(job.symbols)
-            or any(comp.first_differing_pass for comp in job.matrix.comparisons))
 
 
 def run_job(case: Case, envs: list[Environment] | None, variants: list[str],

@@ -11,7 +11,8 @@ import httpx
 import pytest
 from flask import Flask
 
-from cli.remote import ApiClient, Service, ServiceError, matrix_view, symbol_lines
+from cli.matrix_view import matrix_view, symbol_lines
+from cli.remote import ApiClient, Service, ServiceError
 from service.app import create_app
 from service.jobs import JobService
 from tests.conftest import NEW_ENV, OLD_ENV, shared_case
