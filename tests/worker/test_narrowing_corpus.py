@@ -23,9 +23,11 @@ from worker.runtimes.local import LocalRuntime
 
 pytestmark = pytest.mark.tvm
 CASES = REPO / "tests" / "cases"
-# Enough for the reductions that finish (measured: 6 and 8 candidate runs, 20 s and 33 s through
-# the command line on a loaded machine); the others keep the best case so far.
+# Enough for the reductions that finish (measured through the command line on this loaded
+# machine: 9 to 20 s each); tvm-17479's takes 46 to 139 s, so it gets less and keeps the best
+# case so far (what is checked is that that case, run again, still gives the signature).
 BUDGET_S = 45
+SHORT_BUDGET_S = 20
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class Report:
     lines: int  # the extracted module's non-blank lines
     finishes: bool  # the reduction finishes within BUDGET_S: then the lines it ends with
     reduced_lines: int | None = None
+    budget_s: int = BUDGET_S
 
 
 CORPUS = [
@@ -54,7 +57,7 @@ CORPUS = [
            ("FuseTIR",), 20, False),
     # Symbolic shapes: 0.27 prints the module as TVMScript that does not parse back; the build.
     Report("tvm-17479", "build", "InternalError at VMShapeLowerMutator::MakeSymbolicShapeArg",
-           ("InlinePrivateFunctions",), 33, False),
+           ("InlinePrivateFunctions",), 33, False, budget_s=SHORT_BUDGET_S),
 ]
 
 
@@ -74,7 +77,7 @@ def test_report_extracts_and_reduces_keeping_the_script_signature(
     assert sum(1 for line in case["source"].splitlines() if line.strip()) == report.lines
 
     reduced = reduce_case(parse_case(case), Options(env=env, variant="extracted",
-                                                    budget_s=BUDGET_S), warm_runtime)
+                                                    budget_s=report.budget_s), warm_runtime)
     assert reduced["signature"] == report.signature
     assert reduced["before"] == {"passes": len(report.passes), "lines": report.lines}
     assert pass_names(reduced["case"]) == report.passes  # the failing pass is needed
