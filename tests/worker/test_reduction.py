@@ -7,7 +7,7 @@ import time
 import pytest
 
 from tvmrepro.cases import parse_case
-from tvmrepro.environments import default_catalog
+from tvmrepro.environments import Environment, default_catalog
 from worker.reduction import Options, Reducer, ddmin, reduce_case, source_lines
 from worker.runtimes.base import Execution, SandboxJob
 
@@ -79,6 +79,18 @@ class FakeReducingRuntime:
 
     def __init__(self) -> None:
         self.jobs: list[SandboxJob] = []
+
+    def reserve(self, env: Environment, timeout_s: int, memory_mb: int, count: int = 1) -> None:
+        """Nothing to start ahead: a fake run starts at once."""
+
+    def prewarm(self, envs: list[Environment], processes: int = 1) -> None:
+        """Nothing to warm."""
+
+    def start_zygotes(self, envs: list[Environment]) -> None:
+        """No TVM to import."""
+
+    def close(self) -> None:
+        """Nothing held."""
 
     def execute(self, job: SandboxJob) -> Execution:
         self.jobs.append(job)
