@@ -21,7 +21,7 @@ from tvmrepro.store_triages import TriageReportRow, insert_triage_reports
 from tvmrepro.tracker.importing import ImportedReport
 from tvmrepro.tracker.sweep import StoredCase
 from tvmrepro.tracker.triage_job import REPORTS_FIELD
-from tvmrepro.triage_jobs import part_runs, read_sweep, read_triage
+from tvmrepro.triage_jobs import part_runs, read_sweep, read_triage, record_if_finished
 
 # A part's runs on the environments, made as a run job's are (cache hits included).
 MakeRuns = Callable[[str, Case, list[Environment], float], list[RunRow]]
@@ -71,7 +71,7 @@ def store_triage(store: Store, reports: list[ImportedReport], envs: list[Environ
                  make_runs: MakeRuns, bypass_cache: bool, cap: int,
                  now: float) -> tuple[str, list[RunRow]]:
     """Store a triage job: a run job for each report with code; its id and the runs to
-    publish."""
+    publish. One whose runs all came from the cache keeps its known issues now."""
     parent = JobRow(id=uuid.uuid4().hex, kind=JobKind.TRIAGE.value, title=triage_title(reports),
                     case={}, environments=[env.id for env in envs], variants=[],
                     bypass_cache=bypass_cache, created_at=now)
@@ -80,7 +80,10 @@ def store_triage(store: Store, reports: list[ImportedReport], envs: list[Environ
         case = report_case(report, index) if report.script is not None else None
         parts.append((report.model_dump(mode="json"),
                       (report.label, case, case.variant_names) if case else None))
-    return parent.id, store_parts(store, parent, parts, envs, make_runs, cap)
+    runs = store_parts(store, parent, parts, envs, make_runs, cap)
+    if all(run.done for run in runs):  # all from the cache: no worker will record it
+        record_if_finished(store, parent.id)
+    return parent.id, runs
 
 
 def store_sweep(store: Store, cases: list[StoredCase], old: Environment, new: Environment,

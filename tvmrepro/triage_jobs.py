@@ -62,7 +62,14 @@ def record_finished_triage(store: Store, run_job: str) -> None:
     """After a run of `run_job` is stored: if it belongs to a triage whose runs are now all
     done, record the triage's known issues (two last finishers both record the same)."""
     triage_id = store.triage_of(run_job)
-    job = store.job(triage_id, results=False) if triage_id else None
+    if triage_id is not None:
+        record_if_finished(store, triage_id)
+
+
+def record_if_finished(store: Store, triage_id: str) -> None:
+    """Record a triage's known issues if every run of it is done (a triage served whole from
+    the cache is done as it is stored: its submission records them)."""
+    job = store.job(triage_id, results=False)
     if job is None or job.kind != JobKind.TRIAGE:
         return
     answer = read_triage(store, job)

@@ -1,8 +1,10 @@
-"""Triage jobs through the real service: the API, a Celery worker per environment, real TVM.
+"""Triage and sweep jobs through the real service: the API, a Celery worker per environment,
+real TVM, Redis and PostgreSQL.
 
 Corpus reports (tests/tracker/corpus) triaged by `tvmrepro triage` without --local give what
 plain TVM measured and what `triage --local` gives (tests/tracker/test_triage.py); a worker
-killed with -9 mid-triage loses no report; the triage's page shows the answer.
+killed with -9 mid-triage loses no report; the triage's page shows the answer; a sweep of the
+stored cases reads what the store holds and runs (and stores) the rest.
 """
 
 from __future__ import annotations
@@ -153,6 +155,21 @@ def test_a_finished_triage_names_its_issues_as_likely_duplicates(
                         "environments": [NEW_ENV]})
     done = stack.wait(job["id"], timeout=300)
     assert [i["number"] for i in done["likely_duplicates"]] == [17348, 20191], dump(done)
+
+
+def test_a_triage_served_whole_from_the_cache_keeps_its_known_issues(stack: Stack) -> None:
+    """No worker stores a run of it, so its submission records what it saw."""
+    script = "import tvm\nraise ValueError('a bug reported once as #99999')\n"
+    first = stack.submit({"case": {"title": "before the report", "script": script},
+                          "environments": [NEW_ENV]})
+    assert stack.wait(first["id"])["likely_duplicates"] == []
+    body = f"### Steps\n\n```python\n{script}```\n"
+    triage = stack.submit({"kind": "triage", "environments": [NEW_ENV], "reports": [
+        {"number": 99999, "title": "a bug", "state": "OPEN", "body": body}]})
+    assert triage["status"] == "done" and triage["cached_runs"] == 1, dump(triage)
+    again = stack.submit({"case": {"title": "after the report", "script": script},
+                          "environments": [NEW_ENV]})
+    assert [i["number"] for i in stack.wait(again["id"])["likely_duplicates"]] == [99999]
 
 
 @pytest.mark.parametrize("body, field", [

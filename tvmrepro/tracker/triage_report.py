@@ -3,15 +3,19 @@ groups of one bug and the issues in the wrong state, ready to paste into a track
 
 from __future__ import annotations
 
+import re
+
 from tvmrepro.escaping import code_span, table_cell
 from tvmrepro.tracker.triage_job import TriageJobAnswer
+
+# A link only to a plain web address (the URL came from an issue export), as the page does.
+_PLAIN_URL = re.compile(r"https://[\w.-]+/[\w./#-]*")
 
 
 def _named(number: int | None, url: str | None = None) -> str:
     if number is None:
         return "the report"
-    return f"[#{number}]({url})" if url and url.startswith("https://") and ")" not in url \
-        else f"#{number}"
+    return f"[#{number}]({url})" if url and _PLAIN_URL.fullmatch(url) else f"#{number}"
 
 
 def _rows(answer: TriageJobAnswer) -> list[str]:
