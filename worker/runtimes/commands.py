@@ -10,12 +10,14 @@ sandbox falls back to `unshare` for the network and rlimits only.
 from __future__ import annotations
 
 import os
+import resource
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from images import HARNESS_DIR
 from tvmrepro.environments import Environment
-from worker.runtimes.base import Limits
+from worker.runtimes.base import Limits, rlimit_setter
 from worker.runtimes.gpu import gpu_bwrap_options
 from worker.runtimes.sandbox import SHARED_MOUNTS, args_fd, seccomp_fd
 from worker.runtimes.uids import SANDBOX_UID_RANGE
@@ -62,6 +64,17 @@ def minimal_root(rundir: Path, uid: int) -> list[str]:
         options += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     return [*options, "--ro-bind", str(etc / "passwd"), "/etc/passwd",
             "--ro-bind", str(etc / "group"), "/etc/group"]
+
+
+def rlimits_preexec(limits: Limits) -> Callable[[], None]:
+    """What a started sandbox process does before it executes: a session of its own, and its
+    rlimits."""
+    def apply() -> None:
+        os.setsid()
+        for name, value in rlimit_setter(limits).items():
+            resource.setrlimit(name, (value, value))
+
+    return apply
 
 
 class SandboxCommands:

@@ -20,7 +20,6 @@ import compileall
 import contextlib
 import logging
 import os
-import resource
 import shutil
 import subprocess
 import time
@@ -43,10 +42,9 @@ from worker.runtimes.base import (
     cancelled_before_start,
     fingerprint_tvm,
     new_key,
-    rlimit_setter,
 )
 from worker.runtimes.cgroup import Cgroups
-from worker.runtimes.commands import WORK_MOUNT, SandboxCommands, sandbox_environ
+from worker.runtimes.commands import WORK_MOUNT, SandboxCommands, rlimits_preexec, sandbox_environ
 from worker.runtimes.gpu import gpu_environ, gpu_summary
 from worker.runtimes.pool import Reserved, WarmPool, warm_at_start
 from worker.runtimes.sandbox import LocalSandbox, TreePopen, with_workdir_tmpfs, workdir_summary
@@ -55,15 +53,6 @@ from worker.runtimes.zygote import ZYGOTE_LOG, Zygote, Zygotes, control_pair
 
 log = logging.getLogger(__name__)
 HAND_OVER_ATTEMPTS = 3  # sandboxes that died before taking the case cost no run
-
-
-def _rlimits(limits: Limits) -> Callable[[], None]:
-    def apply() -> None:
-        os.setsid()
-        for name, value in rlimit_setter(limits).items():
-            resource.setrlimit(name, (value, value))
-
-    return apply
 
 
 class LocalRuntime:
@@ -77,7 +66,6 @@ class LocalRuntime:
         self.settings = settings
         self.bwrap = shutil.which("bwrap") if os.geteuid() == 0 else None
         self.unshare = shutil.which("unshare") if os.geteuid() == 0 else None
-        self.commands = SandboxCommands(self.bwrap, self.unshare)
         self.pool: WarmPool[LocalSandbox] | None = None
         self.served: dict[str, Environment] = {}  # the pool's environments, by id
         self.reserved: Reserved[LocalSandbox] = Reserved()
@@ -100,6 +88,11 @@ class LocalRuntime:
                 shutil.rmtree(rundir, ignore_errors=True)
                 removed.append(rundir)
         return removed
+
+    @property
+    def commands(self) -> SandboxCommands:
+        """The command lines of its sandboxes, with the tools it has now (a test takes them)."""
+        return SandboxCommands(self.bwrap, self.unshare)
 
     def isolation(self) -> dict[str, Any]:
         """What this runtime can apply on this machine."""
@@ -303,7 +296,7 @@ class LocalRuntime:
             proc = TreePopen(command,
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, env=environ,
-                                    pass_fds=(events_w, *fds), preexec_fn=_rlimits(limits))
+                                    pass_fds=(events_w, *fds), preexec_fn=rlimits_preexec(limits))
         except OSError as exc:
             os.close(events_r)
             shutil.rmtree(rundir, ignore_errors=True)
