@@ -81,7 +81,25 @@ class _EmbeddedChannel(sqla_transport.Channel):
         return self._locked(super()._purge, queue)
 
     def _size(self, queue: str) -> Any:
-        return self._locked(super()._size, queue)
+        return self._locked(self._size_and_end, queue)
+
+    def _size_and_end(self, queue: str) -> Any:
+        # kombu's count leaves its read transaction open, and with it a pooled connection
+        # until the channel is garbage-collected: the worker's recovery sweep, counting queues
+        # on a fresh connection each time, emptied the pool (5 + 10) and the worker died.
+        try:
+            return super()._size(queue)
+        finally:
+            self.session.commit()
+
+    def close(self) -> None:
+        """Close the channel and its session: its connection goes back to the pool now."""
+        with self._session_lock:
+            if self._session is not None:
+                with contextlib.suppress(Exception):
+                    self._session.close()
+                self._session = None
+        super().close()
 
     def _get_or_create(self, queue: str) -> Any:
         # kombu looks for the queue's row, then inserts it: two processes (the API

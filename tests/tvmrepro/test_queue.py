@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import gc
 import json
 import os
 import time
@@ -40,6 +41,24 @@ def test_queue_length_counts_what_waits(app: Celery) -> None:
         publish_run(app, run_id, "tvm-x-cpu")
     assert queue_length(app, "tvm-x-cpu") == 3
     assert queue_length(app, "tvm-y-cpu") == 0  # one queue per environment
+
+
+def test_counting_an_embedded_queue_gives_its_connection_back(tmp_path: Path) -> None:
+    """The recovery sweep counts queues on a fresh broker connection each time: each count gives
+    its database connection back at once (they were kept until a garbage collection, and the
+    pool of 15 ran dry: the worker died)."""
+    from kombu.transport.sqlalchemy import Channel
+
+    app = make_celery(Settings.from_env({"TVMREPRO_HOME": str(tmp_path)}))
+    gc.disable()  # what a leak would hold is then held for good
+    try:
+        for _ in range(20):
+            assert queue_length(app, "tvm-0.27.0.post1-cpu") == 0
+        engine = next(engine for engine, _ in Channel._engines.values()
+                      if str(tmp_path) in str(engine.url))
+        assert engine.pool.checkedout() == 0
+    finally:
+        gc.enable()
 
 
 def test_redis_uses_the_ack_tolerant_transport(tmp_path: Path) -> None:
