@@ -13,12 +13,12 @@ from cli.narrowing import (
     narrow_on_up,
     narrow_remotely,
     narrowing_options,
+    show_progress,
     write_case,
 )
 from cli.output import EXIT_FAILURE, error_console, print_json, reports_errors, shown
-from cli.reduce import show_progress
-from tvmrepro.cases import load_case_file
-from tvmrepro.environments import default_catalog
+from tvmrepro.cases import Case, load_case_file
+from tvmrepro.environments import Environment, default_catalog
 
 
 @click.command("extract")
@@ -35,17 +35,7 @@ def extract_command(script_file: Path, env_id: str, at: str, local: bool, runtim
     """Extract the IRModule and passes where SCRIPT fails (a pass, the build, VM creation)."""
     script = load_case_file(script_file)
     env = default_catalog().get(env_id, "--env")
-    found = (narrow_on_up("extract", script, env, runtime_name, show_progress, at=at)
-             if local and not cold else None)
-    if found is None and local:
-        from worker.extraction import extract
-
-        with local_runtime(runtime_name, [env]) as runtime:
-            error_console().print(f"running {script_file.name} on {env.id} (extract mode) ...",
-                                  highlight=False)
-            found = extract(script, env, runtime, at=at)
-    elif found is None:
-        found = narrow_remotely("extract", script, env, server, show_progress, at=at)
+    found = extracted(script, env, at, local, runtime_name, cold, server)
     write_case(output, found["case"])
     if as_json:
         print_json(found)
@@ -57,6 +47,23 @@ def extract_command(script_file: Path, env_id: str, at: str, local: bool, runtim
                               + shown(f"gives {run['status']} at {run['stage']} "
                                       f"({run['signature']})"), highlight=False)
         raise SystemExit(EXIT_FAILURE)
+
+
+def extracted(script: Case, env: Environment, at: str, local: bool, runtime_name: str,
+              cold: bool, server: str | None) -> dict[str, Any]:
+    """The extraction of `script` on env: on a running `up`, here (--local), or by the service."""
+    found = (narrow_on_up("extract", script, env, runtime_name, show_progress, at=at)
+             if local and not cold else None)
+    if found is None and local:
+        from worker.extraction import extract
+
+        with local_runtime(runtime_name, [env]) as runtime:
+            error_console().print(f"running {script.title or 'the script'} on {env.id} "
+                                  "(extract mode) ...", highlight=False)
+            found = extract(script, env, runtime, at=at)
+    elif found is None:
+        found = narrow_remotely("extract", script, env, server, show_progress, at=at)
+    return found
 
 
 def _show(found: dict[str, Any]) -> None:

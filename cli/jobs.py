@@ -148,8 +148,7 @@ def wait_command(job_id: str, as_json: bool, server: str | None) -> None:
         with resumable(client, job.id, as_json):
             show_triage(follow_triage(client, job, as_json).answer(), as_json)
         return
-    from cli.narrowing import follow_narrowing, narrowing_answer
-    from cli.reduce import show_progress
+    from cli.narrowing import follow_narrowing, narrowing_answer, show_progress
 
     with resumable(client, job.id, as_json):
         job = follow_narrowing(client, job, job.kind, show_progress)

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from cli.output import SERVER_HELP, error_console, fingerprints_announced
+from cli.output import SERVER_HELP, error_console, fingerprints_announced, shown
 from cli.remote import POLL_S, ApiClient, ServiceError, connect, on_warm_up, resumable
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
@@ -23,6 +23,15 @@ from worker.runtimes.base import Runtime
 
 Command = Callable[..., Any]
 Progress = Callable[[dict[str, Any]], None]
+
+
+def show_progress(event: dict[str, Any]) -> None:
+    """One line on stderr per step: the phase, the edit, and the size now."""
+    style = "dim" if event.get("kind") == "try" else "bold"
+    sizes = ", ".join(f"{name} {event[name]}" for name in ("passes", "lines", "runs")
+                      if event.get(name) is not None)
+    error_console().print(f"[{style}]{shown('[' + str(event['phase']) + ']')} {shown(event['what'])}"
+                          f"[/{style}]" + (f"  ({sizes})" if sizes else ""), highlight=False)
 
 
 def narrowing_options(command: Command) -> Command:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -12,24 +11,16 @@ from cli.narrowing import (
     narrow_on_up,
     narrow_remotely,
     narrowing_options,
+    show_progress,
     write_case,
 )
-from cli.output import error_console, print_json, reports_errors, shown
-from tvmrepro.cases import load_case_file
+from cli.output import error_console, print_json, reports_errors
+from tvmrepro.cases import load_case_file, parse_case
 from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.escaping import visible
 from tvmrepro.fanout import select_variants
 from tvmrepro.narrowing import DEFAULT_BUDGET_S, DEFAULT_ORACLE, MAX_BUDGET_S, MIN_BUDGET_S
-
-
-def show_progress(event: dict[str, Any]) -> None:
-    """One line on stderr per step: the phase, the edit, and the size now."""
-    style = "dim" if event.get("kind") == "try" else "bold"
-    sizes = ", ".join(f"{name} {event[name]}" for name in ("passes", "lines", "runs")
-                      if event.get(name) is not None)
-    error_console().print(f"[{style}]{shown('[' + str(event['phase']) + ']')} {shown(event['what'])}"
-                          f"[/{style}]" + (f"  ({sizes})" if sizes else ""), highlight=False)
 
 
 @click.command("reduce")
@@ -51,9 +42,19 @@ def show_progress(event: dict[str, Any]) -> None:
 def reduce_command(case_file: Path, env_id: str, variant_name: str | None, oracle: str,
                    budget_s: int, workers: int, local: bool, runtime_name: str, cold: bool,
                    as_json: bool, output: Path | None, server: str | None) -> None:
-    """Shrink a case's pass list and module while the oracle still holds."""
+    """Shrink a case's pass list and module while the oracle still holds (a script: the
+    module and passes of the step where it fails, extracted first)."""
     case = load_case_file(case_file)
     env = default_catalog().get(env_id, "--env")
+    if case.script is not None:
+        from cli.extract import extracted
+
+        extraction = extracted(case, env, "chain", local, runtime_name, cold, server)
+        if not extraction["reproduces"]:
+            raise BadInput("CASE", f"the module extracted from {case_file.name} does not "
+                                   "reproduce the script's failure: nothing to reduce (see "
+                                   f"tvmrepro extract {case_file.name} --env {env.id})")
+        case = parse_case(extraction["case"])
     variant = select_variants(case, (variant_name,) if variant_name else (), "--variant")
     if len(variant) != 1:
         raise BadInput("--variant", f"name the variant to reduce; the case has {variant}")

@@ -160,6 +160,28 @@ def test_real_report_extracts_and_reduces_keeping_the_script_signature(
     assert rerun["status"] == "error" and rerun["signature"] == script_run["signature"]
 
 
+def test_a_script_is_reduced_directly_its_failing_step_extracted_first(
+        tvm_envs: dict, test_home: Path, tmp_path: Path) -> None:
+    script = CASES / "tvm-20192" / "original.py"
+    script_run = cli_json("run", str(script), "--local", "--env", NEW_ENV,
+                          home=test_home)["runs"][0]
+    reduced = cli_json("reduce", str(script), "--env", NEW_ENV, "--local", "--budget-s",
+                       BUDGET_S, home=test_home)
+    assert reduced["case"].get("script") is None  # a module-mode case: what was extracted
+    assert reduced["after"]["lines"] < reduced["before"]["lines"], reduced["log"]
+    rerun = run_signature(reduced["case"], tmp_path, test_home)
+    assert rerun["status"] == "error" and rerun["signature"] == script_run["signature"]
+
+
+def test_a_script_whose_extraction_does_not_reproduce_is_not_reduced(
+        tvm_envs: dict, test_home: Path, tmp_path: Path) -> None:
+    script = tmp_path / "early.py"
+    script.write_text("import tvm\nraise RuntimeError('the model file is missing')\n")
+    proc = tvmrepro("reduce", str(script), "--env", NEW_ENV, "--local", home=test_home)
+    assert proc.returncode == 2
+    assert "before any TVM pass, build or VM creation" in proc.stderr
+
+
 def test_a_script_that_fails_before_any_tvm_step_cannot_be_extracted(
         tvm_envs: dict, test_home: Path, tmp_path: Path) -> None:
     script = tmp_path / "early.py"
