@@ -4,7 +4,6 @@ changed against an older one. Results the store already holds for a case on an e
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 import click
@@ -83,22 +82,12 @@ def sweep_locally(old: Environment, new: Environment) -> SweepAnswer:
 
 def follow_sweep(client: ApiClient, job: JobView, as_json: bool) -> SweepJobAnswer:
     """Poll a sweep job until every stored case has both outcomes, with a bar on stderr."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from cli.tracker import follow_answer
 
-    from cli.tracker import TRIAGE_POLL_S
-
-    columns = (TextColumn("cases"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=error_console(), transient=as_json) as progress:
-        task = progress.add_task("cases", total=None)
-        while True:
-            if job.sweep is None:
-                raise BadInput("job", f"job {job.id} is a {job.kind} job, not a sweep")
-            progress.update(task, completed=job.sweep.progress.cases_done,
-                            total=job.sweep.progress.cases)
-            if job.sweep.finished:
-                return job.sweep
-            time.sleep(TRIAGE_POLL_S)  # as a triage's: read from all its runs
-            job = client.job(job.id)
+    answer: SweepJobAnswer = follow_answer(
+        client, job, as_json, "sweep", "cases", lambda view: view.sweep,
+        lambda found: (found.progress.cases_done, found.progress.cases))
+    return answer
 
 
 def sweep_remotely(env_id: str, since: str | None, server: str | None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -209,22 +210,34 @@ def print_answer(answer: TriageAnswer) -> None:
                          f"{entry.finding.value}{since}"))
 
 
-def follow_triage(client: ApiClient, job: JobView, as_json: bool) -> TriageJobAnswer:
-    """Poll a triage job until every report has its runs, with a bar of reports on stderr."""
+def follow_answer(client: ApiClient, job: JobView, as_json: bool, kind: str, unit: str,
+                  answer_of: Callable[[JobView], Any],
+                  counts: Callable[[Any], tuple[int, int | None]]) -> Any:
+    """Poll a triage or sweep job until its answer is finished (`answer_of` reads it from the
+    job, `counts` its units done and in all), with a bar of `unit` on stderr."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    columns = (TextColumn("reports"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (TextColumn(unit), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=error_console(), transient=as_json) as progress:
-        task = progress.add_task("reports", total=None)
+        task = progress.add_task(unit, total=None)
         while True:
-            if job.triage is None:
-                raise BadInput("job", f"job {job.id} is a {job.kind} job, not a triage")
-            progress.update(task, completed=job.triage.progress.reports_done,
-                            total=job.triage.progress.reports)
-            if job.triage.finished:
-                return job.triage
-            time.sleep(TRIAGE_POLL_S)
+            answer = answer_of(job)
+            if answer is None:
+                raise BadInput("job", f"job {job.id} is a {job.kind} job, not a {kind}")
+            done, total = counts(answer)
+            progress.update(task, completed=done, total=total)
+            if answer.finished:
+                return answer
+            time.sleep(TRIAGE_POLL_S)  # its answer is read from all its runs
             job = client.job(job.id)
+
+
+def follow_triage(client: ApiClient, job: JobView, as_json: bool) -> TriageJobAnswer:
+    """Poll a triage job until every report has its runs, with a bar of reports on stderr."""
+    answer: TriageJobAnswer = follow_answer(
+        client, job, as_json, "triage", "reports", lambda view: view.triage,
+        lambda found: (found.progress.reports_done, found.progress.reports))
+    return answer
 
 
 def triage_remotely(reports: list[ImportedReport], env_ids: list[str], server: str | None,

@@ -173,19 +173,11 @@ def test_a_script_is_reduced_directly_its_failing_step_extracted_first(
     assert rerun["status"] == "error" and rerun["signature"] == script_run["signature"]
 
 
-def test_a_script_whose_extraction_does_not_reproduce_is_not_reduced(
-        tvm_envs: dict, test_home: Path, tmp_path: Path) -> None:
-    script = tmp_path / "early.py"
-    script.write_text("import tvm\nraise RuntimeError('the model file is missing')\n")
-    proc = tvmrepro("reduce", str(script), "--env", NEW_ENV, "--local", home=test_home)
-    assert proc.returncode == 2
-    assert "before any TVM pass, build or VM creation" in proc.stderr
-
-
+@pytest.mark.parametrize("command", ["extract", "reduce"])  # reduce extracts a script first
 def test_a_script_that_fails_before_any_tvm_step_cannot_be_extracted(
-        tvm_envs: dict, test_home: Path, tmp_path: Path) -> None:
+        command: str, tvm_envs: dict, test_home: Path, tmp_path: Path) -> None:
     script = tmp_path / "early.py"
     script.write_text("import tvm\nraise RuntimeError('the model file is missing')\n")
-    proc = tvmrepro("extract", str(script), "--env", NEW_ENV, "--local", home=test_home)
+    proc = tvmrepro(command, str(script), "--env", NEW_ENV, "--local", home=test_home)
     assert proc.returncode == 2
     assert "before any TVM pass, build or VM creation" in proc.stderr
