@@ -67,7 +67,7 @@ def gpu_bwrap_options(env: Environment) -> list[str]:
     for node in gpu_device_nodes():
         options += ["--dev-bind", node, node]
     for directory in driver_library_dirs():
-        if not directory.startswith("/usr/") and not directory.startswith(("/lib", "/lib64")):
+        if not directory.startswith(("/usr/", "/lib")):  # those the sandbox's root binds
             options += ["--ro-bind", directory, directory]
     return options
 
