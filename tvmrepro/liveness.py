@@ -1,29 +1,43 @@
 """Whether a process is still alive, told from outside: the one check for claims and containers.
 
-A process is named by a token "<host>:<pid>:<create time>" (psutil's create
-time, so a pid that the kernel reused for another process is not mistaken for
-the one that made the token). Runs claimed in the store and sandbox containers
+A process is named by a token "<host>:<pid>:<create time>", so that a pid the
+kernel reused for another process is not mistaken for the one that made the
+token. The create time is the boot's id and the process's start in clock ticks
+since that boot, not psutil's wall-clock create time: that one adds the kernel's
+`btime`, which moves by a second when the clock is adjusted, and a live process
+then read as gone. Runs claimed in the store and sandbox containers
 carry the token of the process that owns them; recovery and the container
 sweep ask `token_alive` before taking them over.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
+from pathlib import Path
 
-import psutil
+
+@functools.cache
+def _boot() -> str:
+    """This boot's id, shortened (a token of an earlier boot names no live process)."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()[:8]
+    except OSError:
+        return "boot"
 
 
 def _create_time(pid: int) -> str | None:
     """The process's create time as text; None when it is gone (a zombie counts as gone)."""
     try:
-        process = psutil.Process(pid)
-        if process.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
-            return None
-        return f"{process.create_time():.2f}"
-    except psutil.Error:
+        # /proc/<pid>/stat: the fields after the command's ")" start at the state (field 3);
+        # field 22 is the start in clock ticks since boot.
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
         return None
+    if fields[0] in ("Z", "X"):
+        return None
+    return f"{_boot()}+{fields[19]}"
 
 
 def pid_alive(pid: int) -> bool:

@@ -6,6 +6,9 @@ import os
 import socket
 import subprocess
 
+import psutil
+import pytest
+
 from tvmrepro.liveness import claimer_gone, pid_alive, process_token, token_alive
 
 NO_SUCH_PID = 2 ** 22 + 1  # above the kernel's pid_max
@@ -38,3 +41,14 @@ def test_a_zombie_counts_as_gone() -> None:
         assert claimer_gone(token)
     finally:
         zombie.wait()
+
+
+def test_a_token_outlives_a_moved_boot_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The kernel's btime moves by a second when the clock is adjusted: a live process whose
+    # token was made before must still read as alive after.
+    token = process_token(os.getppid())
+    before = psutil.Process(os.getppid()).create_time()
+    booted = psutil.boot_time()
+    monkeypatch.setattr(psutil._pslinux, "boot_time", lambda: booted + 1.0)
+    assert psutil.Process(os.getppid()).create_time() == pytest.approx(before + 1)
+    assert token_alive(token) is True
