@@ -151,16 +151,17 @@ def bisect_remotely(case: Case, options: Options, server: str | None, tick: Tick
     """Submit a bisect job (to --server, or the service that find_service finds) and wait for
     its answer; the job id and the bisect object."""
     from cli.remote import connect, resumable
+    from tvmrepro.models import JobRequest
 
     client = connect(server)
-    body: dict[str, Any] = {
-        "kind": "bisect", "case": case.model_dump(mode="json", exclude_defaults=True),
-        "environments": options.environments, "variant": options.variant,
-        "oracle": options.oracle, "repeat": options.repeat, "strategy": options.strategy,
-        "bypass_cache": options.bypass_cache, "wait": queue}
-    if options.reference:
-        body["reference"] = options.reference
-    job = client.submit(body)
+    request = JobRequest(
+        kind="bisect", case=case.model_dump(mode="json", exclude_defaults=True),
+        environments=options.environments, variant=options.variant, oracle=options.oracle,
+        repeat=options.repeat, strategy="binary" if options.strategy == "binary" else "all",
+        bypass_cache=options.bypass_cache, wait=queue)
+    if options.reference:  # else left out: the service picks one
+        request = request.model_copy(update={"reference": options.reference})
+    job = client.submit(request)
     error_console().print(f"job {job.id} at {client.server}", highlight=False)
     with resumable(client, job.id, as_json):
         served = {env.id for env in client.environments() if env.workers}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -17,8 +16,9 @@ from cli.narrowing import (
     write_case,
 )
 from cli.output import EXIT_FAILURE, error_console, print_json, reports_errors, shown
-from tvmrepro.cases import Case, load_case_file
+from tvmrepro.cases import Case, load_case_file, parse_case
 from tvmrepro.environments import Environment, default_catalog
+from tvmrepro.narrowing import EXTRACTED_VARIANT, Extracted
 
 
 @click.command("extract")
@@ -36,21 +36,21 @@ def extract_command(script_file: Path, env_id: str, at: str, local: bool, runtim
     script = load_case_file(script_file)
     env = default_catalog().get(env_id, "--env")
     found = extracted(script, env, at, local, runtime_name, cold, server)
-    write_case(output, found["case"])
+    write_case(output, found)
     if as_json:
-        print_json(found)
+        print_json(found.model_dump(mode="json"))
     else:
         _show(found)
-    if not found["reproduces"]:
-        run = found["case_run"]
+    if not found.reproduces:
+        run = found.case_run
         error_console().print("[red]the extracted case does not reproduce the script:[/red] it "
-                              + shown(f"gives {run['status']} at {run['stage']} "
-                                      f"({run['signature']})"), highlight=False)
+                              + shown(f"gives {run.status} at {run.stage} "
+                                      f"({run.signature})"), highlight=False)
         raise SystemExit(EXIT_FAILURE)
 
 
 def extracted(script: Case, env: Environment, at: str, local: bool, runtime_name: str,
-              cold: bool, server: str | None) -> dict[str, Any]:
+              cold: bool, server: str | None) -> Extracted:
     """The extraction of `script` on env: on a running `up`, here (--local), or by the service."""
     found = (narrow_on_up("extract", script, env, runtime_name, show_progress, at=at)
              if local and not cold else None)
@@ -63,17 +63,20 @@ def extracted(script: Case, env: Environment, at: str, local: bool, runtime_name
             found = extract(script, env, runtime, at=at)
     elif found is None:
         found = narrow_remotely("extract", script, env, server, show_progress, at=at)
+    assert isinstance(found, Extracted)  # an extract job's answer
     return found
 
 
-def _show(found: dict[str, Any]) -> None:
+def _show(found: Extracted) -> None:
     console = error_console()
-    case = found["case"]
-    passes = [p if isinstance(p, str) else p["name"] for p in case["variants"][0]["passes"]]
-    console.print(shown(f"fails at {found['stage']}: {found['signature']}"), highlight=False)
-    console.print(shown(f"case: {len(case['source'].splitlines())} lines of TVMScript, passes "
-                        f"{', '.join(passes) or '(none)'}, target {case['target'] or '(default)'};"
-                        f" reproduces: {'yes' if found['reproduces'] else 'no'}"), highlight=False)
-    for note in found["notes"]:
+    case = parse_case(found.case)
+    spec = case.variant(EXTRACTED_VARIANT)
+    passes = [p.name for p in spec.passes] if spec is not None else []
+    console.print(shown(f"fails at {found.stage}: {found.signature}"), highlight=False)
+    console.print(shown(f"case: {len((case.source or '').splitlines())} lines of TVMScript, "
+                        f"passes {', '.join(passes) or '(none)'}, target "
+                        f"{case.target or '(default)'}; reproduces: "
+                        f"{'yes' if found.reproduces else 'no'}"), highlight=False)
+    for note in found.notes:
         console.print(shown(f"note: {note}"), highlight=False)
-    click.echo(json.dumps(found["case"], indent=2))
+    click.echo(json.dumps(found.case, indent=2))

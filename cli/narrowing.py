@@ -8,7 +8,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import click
 
@@ -17,20 +17,23 @@ from cli.remote import POLL_S, ApiClient, ServiceError, connect, on_warm_up, res
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput
-from tvmrepro.models import JobView
+from tvmrepro.models import JobRequest, JobView
+from tvmrepro.narrowing import Extracted, ProgressEvent, Reduced
 from tvmrepro.settings import Settings
 from worker.runtimes.base import Runtime
 
 Command = Callable[..., Any]
-Progress = Callable[[dict[str, Any]], None]
+Progress = Callable[[ProgressEvent], None]
+NarrowKind = Literal["reduce", "extract"]
 
 
-def show_progress(event: dict[str, Any]) -> None:
+def show_progress(event: ProgressEvent) -> None:
     """One line on stderr per step: the phase, the edit, and the size now."""
     style = "dim" if event.get("kind") == "try" else "bold"
-    sizes = ", ".join(f"{name} {event[name]}" for name in ("passes", "lines", "runs")
-                      if event.get(name) is not None)
-    error_console().print(f"[{style}]{shown('[' + str(event['phase']) + ']')} {shown(event['what'])}"
+    said = {"passes": event.get("passes"), "lines": event.get("lines"), "runs": event.get("runs")}
+    sizes = ", ".join(f"{name} {value}" for name, value in said.items() if value is not None)
+    error_console().print(f"[{style}]{shown('[' + str(event.get('phase')) + ']')} "
+                          f"{shown(event.get('what', ''))}"
                           f"[/{style}]" + (f"  ({sizes})" if sizes else ""), highlight=False)
 
 
@@ -72,10 +75,10 @@ def local_runtime(runtime_name: str, envs: list[Environment]) -> Iterator[Runtim
         runtime.close()
 
 
-def write_case(output: Path | None, case: dict[str, Any]) -> None:
-    """Write the case to -o's file, if one was given."""
+def write_case(output: Path | None, found: Reduced | Extracted) -> None:
+    """Write the case found to -o's file, if one was given."""
     if output is not None:
-        output.write_text(json.dumps(case, indent=2) + "\n")
+        output.write_text(json.dumps(found.case, indent=2) + "\n")
 
 
 def follow_narrowing(client: ApiClient, job: JobView, kind: str, progress: Progress) -> JobView:
@@ -88,29 +91,31 @@ def follow_narrowing(client: ApiClient, job: JobView, kind: str, progress: Progr
         shown = found.progress if found is not None else None
         if shown is not None and (shown.phase, shown.what) != said:
             said = (shown.phase, shown.what)
-            progress({"kind": "step", **shown.model_dump()})
+            progress({"kind": "step", "phase": shown.phase, "what": shown.what,
+                      "steps": shown.steps, "runs": shown.runs, "passes": shown.passes,
+                      "lines": shown.lines})
     return job
 
 
-def narrow_remotely(kind: str, case: Case, env: Environment, server: str | None,
-                    progress: Progress, **fields: Any) -> dict[str, Any]:
+def narrow_remotely(kind: NarrowKind, case: Case, env: Environment, server: str | None,
+                    progress: Progress, **fields: Any) -> Reduced | Extracted:
     """Submit a reduce or extract job, follow it, and give its answer (with the job's id).
 
     An answer that says why there is none is BadInput (the case does not show the bug, the
     script fails where no module is), as it is here; a run the service failed is ServiceError.
     """
     client = connect(server)
-    body = {"kind": kind, "case": case.model_dump(mode="json", exclude_defaults=True),
-            "environments": [env.id], **{k: v for k, v in fields.items() if v is not None}}
-    job = client.submit(body)
+    job = client.submit(JobRequest(
+        kind=kind, case=case.model_dump(mode="json", exclude_defaults=True),
+        environments=[env.id], **{k: v for k, v in fields.items() if v is not None}))
     error_console().print(f"{kind} job {job.id} at {client.server}", highlight=False)
     with resumable(client, job.id, as_json=True):
         job = follow_narrowing(client, job, kind, progress)
     return narrowing_answer(job)
 
 
-def narrow_on_up(kind: str, case: Case, env: Environment, runtime_name: str,
-                 progress: Progress, **fields: Any) -> dict[str, Any] | None:
+def narrow_on_up(kind: NarrowKind, case: Case, env: Environment, runtime_name: str,
+                 progress: Progress, **fields: Any) -> Reduced | Extracted | None:
     """A reduce or extract job of a live `tvmrepro up` on this home whose worker serves env
     (TVM imported there already), as narrow_remotely gives it; None when there is no such `up`,
     or it stopped or refused (the command then runs here: where the refusal is the answer,
@@ -119,7 +124,7 @@ def narrow_on_up(kind: str, case: Case, env: Environment, runtime_name: str,
                       lambda url: narrow_remotely(kind, case, env, url, progress, **fields))
 
 
-def narrowing_answer(job: JobView) -> dict[str, Any]:
+def narrowing_answer(job: JobView) -> Reduced | Extracted:
     """A finished reduce or extract job's answer (with the job's id), as --json prints it."""
     kind = job.kind
     found = job.reduce if kind == "reduce" else job.extract
@@ -129,5 +134,5 @@ def narrowing_answer(job: JobView) -> dict[str, Any]:
     if found.state != "done":
         raise BadInput("CASE" if kind == "reduce" else "SCRIPT",
                        found.error or f"the {kind} job {job.id} ended without an answer")
-    answer: dict[str, Any] = found.model_dump(mode="json", exclude={"progress", "state"})
-    return {**answer, "job": job.id}
+    answer = {**found.model_dump(mode="json", exclude={"progress", "state"}), "job": job.id}
+    return (Reduced if kind == "reduce" else Extracted).model_validate(answer)

@@ -20,7 +20,13 @@ from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.escaping import visible
 from tvmrepro.fanout import select_variants
-from tvmrepro.narrowing import DEFAULT_BUDGET_S, DEFAULT_ORACLE, MAX_BUDGET_S, MIN_BUDGET_S
+from tvmrepro.narrowing import (
+    DEFAULT_BUDGET_S,
+    DEFAULT_ORACLE,
+    MAX_BUDGET_S,
+    MIN_BUDGET_S,
+    Reduced,
+)
 
 
 @click.command("reduce")
@@ -50,11 +56,11 @@ def reduce_command(case_file: Path, env_id: str, variant_name: str | None, oracl
         from cli.extract import extracted
 
         extraction = extracted(case, env, "chain", local, runtime_name, cold, server)
-        if not extraction["reproduces"]:
+        if not extraction.reproduces:
             raise BadInput("CASE", f"the module extracted from {case_file.name} does not "
                                    "reproduce the script's failure: nothing to reduce (see "
                                    f"tvmrepro extract {case_file.name} --env {env.id})")
-        case = parse_case(extraction["case"])
+        case = parse_case(extraction.case)
     variant = select_variants(case, (variant_name,) if variant_name else (), "--variant")
     if len(variant) != 1:
         raise BadInput("--variant", f"name the variant to reduce; the case has {variant}")
@@ -70,13 +76,14 @@ def reduce_command(case_file: Path, env_id: str, variant_name: str | None, oracl
             found = reduce_case(case, options, runtime, progress=show_progress)
     elif found is None:
         found = narrow_remotely("reduce", case, env, server, show_progress, **fields)
-    write_case(output, found["case"])
+    assert isinstance(found, Reduced)  # a reduce job's answer
+    write_case(output, found)
     if as_json:
-        print_json(found)
+        print_json(found.model_dump(mode="json"))
         return
-    before, after = found["before"], found["after"]
-    error_console().print(f"passes {before['passes']} -> {after['passes']}, lines "
-                          f"{before['lines']} -> {after['lines']} in {found['steps']} steps "
-                          f"({found['runs']} runs, {found['seconds']} s"
-                          f"{'' if found['finished'] else ', budget spent'})", highlight=False)
-    click.echo(visible(found["case"]["source"]), nl=False)
+    before, after = found.before, found.after
+    error_console().print(f"passes {before.passes} -> {after.passes}, lines "
+                          f"{before.lines} -> {after.lines} in {found.steps} steps "
+                          f"({found.runs} runs, {found.seconds} s"
+                          f"{'' if found.finished else ', budget spent'})", highlight=False)
+    click.echo(visible(str(found.case["source"])), nl=False)

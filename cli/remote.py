@@ -28,6 +28,7 @@ from tvmrepro.models import (
     EnvironmentList,
     EnvironmentView,
     JobList,
+    JobRequest,
     JobView,
     RunView,
 )
@@ -164,13 +165,15 @@ class ApiClient:
             raise BadInput(field or "--env", message)
         raise ServiceError(f"HTTP {response.status_code}: {message}")
 
-    def submit(self, body: dict[str, Any]) -> JobView:
-        """POST a job; the job as the service stored it. Its cancel token (given this once)
-        is kept under TVMREPRO_HOME, for `tvmrepro cancel JOB`."""
+    def submit(self, request: JobRequest) -> JobView:
+        """POST a job (the fields it was given, the service's defaults for the rest); the job
+        as the service stored it. Its cancel token (given this once) is kept under
+        TVMREPRO_HOME, for `tvmrepro cancel JOB`."""
+        body = request.model_dump(mode="json", exclude_unset=True)
         try:
             answer = self._call("POST", "/api/v1/jobs", json=body)
         except BadInput as exc:
-            advice = self._up_advice(body, exc.problem) \
+            advice = self._up_advice(request, exc.problem) \
                 if self.service.serves_provisioned and exc.field.startswith("environments") \
                 else None
             if advice is None:
@@ -180,7 +183,7 @@ class ApiClient:
         keep_cancel_token(job)
         return job
 
-    def _up_advice(self, body: dict[str, Any], problem: str) -> str | None:
+    def _up_advice(self, request: JobRequest, problem: str) -> str | None:
         """The refusal of a job for its environments, saying what makes the `tvmrepro up` on
         this home serve them (None: nothing would)."""
         served = {env.id for env in self.environments() if env.workers}
@@ -188,7 +191,7 @@ class ApiClient:
             return ("no worker is live yet: the worker of the `tvmrepro up` on this home "
                     "provisions its environments first (a minute or two the first time), then "
                     "serves them; try again then")
-        asked = body.get("environments")
+        asked = request.environments
         missing = [env_id for env_id in asked if env_id not in served] \
             if isinstance(asked, list) else []
         if not missing:
@@ -310,11 +313,11 @@ def finish_run(client: ApiClient, job: JobView, as_json: bool) -> None:
 
 
 def run_job(case: Case, envs: list[Environment] | None, variants: list[str],
-            bypass_cache: bool, queue: bool = False) -> dict[str, Any]:
-    """The body of POST /jobs for a run job (no environments: every served one)."""
-    return {"kind": "run", "case": case.model_dump(mode="json", exclude_defaults=True),
-            "environments": [env.id for env in envs] if envs else "all",
-            "variants": variants, "bypass_cache": bypass_cache, "wait": queue}
+            bypass_cache: bool, queue: bool = False) -> JobRequest:
+    """POST /jobs's request for a run job (no environments: every served one)."""
+    return JobRequest(kind="run", case=case.model_dump(mode="json", exclude_defaults=True),
+                      environments=[env.id for env in envs] if envs else "all",
+                      variants=variants, bypass_cache=bypass_cache, wait=queue)
 
 
 def run_remotely(case: Case, envs: list[Environment] | None, variants: list[str],

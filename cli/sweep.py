@@ -94,11 +94,13 @@ def sweep_remotely(env_id: str, since: str | None, server: str | None,
                    as_json: bool) -> SweepAnswer:
     """Submit a sweep job of the service's store, wait for it, return its answer."""
     from cli.remote import connect, resumable
+    from tvmrepro.models import JobRequest
 
     client = connect(server)
-    body = {"kind": "sweep", "env": env_id, **({"since": since} if since else {})}
+    request = (JobRequest(kind="sweep", env=env_id, since=since) if since
+               else JobRequest(kind="sweep", env=env_id))
     try:
-        job = client.submit(body)
+        job = client.submit(request)
     except BadInput as exc:  # the service names its fields; the user gave options
         raise BadInput(f"--{exc.field}" if exc.field in ("env", "since") else exc.field,
                        exc.problem) from None

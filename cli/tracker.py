@@ -245,10 +245,12 @@ def triage_remotely(reports: list[ImportedReport], env_ids: list[str], server: s
     """Submit a triage job (every environment a live worker serves when none is named), wait
     for it and return its answer; the job goes on if the wait stops (`tvmrepro wait JOB`)."""
     from cli.remote import connect, resumable
+    from tvmrepro.models import JobRequest
 
     client = connect(server)
-    job = client.submit({"kind": "triage", "environments": env_ids or "all",
-                         "reports": [report.model_dump(mode="json") for report in reports]})
+    job = client.submit(JobRequest(
+        kind="triage", environments=env_ids or "all",
+        reports=[report.model_dump(mode="json") for report in reports]))
     error_console().print(f"triage job {job.id}: {len(reports)} reports on "
                           f"{', '.join(job.environments)}", highlight=False)
     with resumable(client, job.id, as_json):

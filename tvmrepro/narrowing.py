@@ -13,7 +13,7 @@ and, at the end, the answer. Nothing here does I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,6 +28,7 @@ DEFAULT_BUDGET_S = 900
 MIN_BUDGET_S = 10
 MAX_BUDGET_S = 1800
 EXTRACT_POINTS = ("chain", "failing", "inner")
+EXTRACTED_VARIANT = "extracted"  # the one variant of an extracted case
 # A narrowing run holds its worker for the budget plus the runs around it (the baseline, a
 # batch of candidates and a check that started just before the budget ran out; the script
 # and the extracted cases tried).
@@ -98,6 +99,19 @@ def make_options(kind: str, case: Case, envs: list[Environment], variant: str | 
 NarrowState = Literal["queued", "running", "done", "failed"]
 
 
+class ProgressEvent(TypedDict, total=False):
+    """What a narrowing tells its progress callback: a `step` taken or edits being `try`ed, in
+    a phase, and the sizes so far."""
+
+    kind: Literal["step", "try"]
+    phase: str
+    what: str
+    steps: int
+    runs: int
+    passes: int | None
+    lines: int | None
+
+
 class NarrowProgress(BaseModel):
     """Where a narrowing is: its phase, the last thing it did, and the sizes so far."""
 
@@ -141,6 +155,51 @@ class Reduction(BaseModel):
     error: str | None = Field(default=None, description="why there is no reduced case")
 
 
+class Reduced(BaseModel):
+    """What a reduction found: the reduced case and its numbers (a reduce job's answer once
+    it is done; while it runs, the best case so far without `finished` and `log`). As a
+    service's job gives it, it carries the job's own fields too (budget_s, error, job)."""
+
+    model_config = ConfigDict(extra="allow")
+    case: dict[str, Any]
+    oracle: str
+    signature: str | None
+    environment: str
+    variant: str
+    before: Size
+    after: Size
+    steps: int
+    runs: int
+    checks: int
+    finished: bool
+    seconds: float
+    log: list[str]
+
+
+class CaseRun(BaseModel):
+    """How an extracted case ran, as it is."""
+
+    status: str
+    stage: str | None = None
+    signature: str | None = None
+
+
+class Extracted(BaseModel):
+    """What an extraction found (an extract job's answer once it is done): the case and
+    whether it reproduces the script. As a service's job gives it, it carries the job's own
+    fields too (at, error, job)."""
+
+    model_config = ConfigDict(extra="allow")
+    case: dict[str, Any]
+    signature: str | None
+    stage: str | None
+    environment: str
+    reproduces: bool
+    case_run: CaseRun
+    notes: list[str]
+    module_from: str
+
+
 class Extraction(BaseModel):
     """An extract job's answer (CONTRACT.md, "Reduction")."""
 
@@ -154,7 +213,7 @@ class Extraction(BaseModel):
     stage: str | None = None
     reproduces: bool | None = Field(default=None, description="the case, run as it is, gives "
                                     "the script's signature")
-    case_run: dict[str, Any] | None = None
+    case_run: CaseRun | None = None
     notes: list[str] = Field(default_factory=list)
     module_from: str | None = Field(default=None, description="where the case's module came "
                                     "from: the failing release's printer, another release's, "

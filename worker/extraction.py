@@ -30,18 +30,105 @@ import ast
 import json
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import NamedTuple, TypedDict, cast
 
 from tvmrepro.cases import JSON_MODULE_SOURCE, Case, parse_case
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
-from tvmrepro.results import Status
+from tvmrepro.narrowing import EXTRACTED_VARIANT, CaseRun, Extracted
+from tvmrepro.results import Result, Status
 from worker.runner import assemble_result, harness_case, run_variant
-from worker.runtimes.base import Runtime, SandboxJob
+from worker.runtimes.base import Event, Runtime, SandboxJob
 
-EXTRACTED_VARIANT = "extracted"
 _MODULE_STAGES = ("build", "vm_init")
 _FAILED = (Status.ERROR, Status.CRASH, Status.TIMEOUT, Status.OOM)
+
+
+class BuildOptions(TypedDict, total=False):
+    """A build's options as the script gave them (harness/extract.py's `_build_options`)."""
+
+    exec_mode: str
+    relax_pipeline: str
+    tir_pipeline: str
+    unnamed: list[str]  # those given as Pass objects, which a case cannot carry
+
+
+class Step(TypedDict, total=False):
+    """A step the script's run recorded (an `extract_step`, `extract_child` or `extract_inner`
+    event, with its `extract_module` parse-back merged in): a top-level pass or a build, the
+    module that entered it, and for a pipeline the passes run directly inside it."""
+
+    index: int
+    kind: str
+    name: str
+    link: int | None  # the step whose output entered this one
+    args: dict[str, object]
+    dropped_args: list[str]
+    resolvable: bool  # a case can name it as a pass
+    children: list[Step]
+    opt_level: int
+    config: dict[str, object]
+    options: BuildOptions
+    target: str | None
+    ir: str
+    ir_json: str
+    defined_as: list[str]
+    well_formed: bool
+    parse_error: str
+
+
+class PassSpec(TypedDict):
+    """A pass with arguments, as a case's variant names it."""
+
+    name: str
+    args: dict[str, object]
+
+
+class BuildFields(TypedDict, total=False):
+    """What a case keeps of the script's build: its options and its PassContext config."""
+
+    exec_mode: str
+    relax_pipeline: str
+    tir_pipeline: str
+    pass_config: dict[str, object]
+
+
+class CaseData(BuildFields, total=False):
+    """An extracted case as parse_case takes it, with the fallbacks module_forms chooses from
+    when its module does not parse back (`parse_error` and those after it)."""
+
+    title: str
+    source: str
+    module: str
+    variants: list[dict[str, object]]
+    target: str | None
+    opt_level: int
+    entry: None
+    timeout_s: int
+    memory_mb: int
+    module_json: str
+    parse_error: str
+    start_step: list[int | str]  # [index ("inner" for the innermost pass), name]
+    script_module: list[str]  # [class name, its source]
+
+
+class Checked(TypedDict, total=False):
+    """The harness's check of one source (`checked` events): whether it parses, and the module
+    printed back."""
+
+    ok: bool
+    reason: str
+    well_formed: bool
+    source: str
+
+
+class Recorded(NamedTuple):
+    """The script's run in extract mode: its result, its recorded steps, and the innermost
+    pass that raised."""
+
+    result: Result
+    steps: list[Step]
+    inner: Step | None
 
 
 class CannotExtract(BadInput):
@@ -51,35 +138,38 @@ class CannotExtract(BadInput):
         super().__init__("SCRIPT", problem)
 
 
-def failing_step(result: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
+def failing_step(result: Result, steps: list[Step]) -> Step:
     """The recorded step where the script failed; CannotExtract saying why there is none."""
-    status, stage = result["status"], result.get("stage") or ""
-    if Status(status) not in _FAILED:
-        raise CannotExtract(f"the script ends with status {status} on {result['environment']}, "
+    status, stage = result.status.value, result.stage or ""
+    if result.status not in _FAILED:
+        raise CannotExtract(f"the script ends with status {status} on {result.environment}, "
                             "not with a failure: there is nothing to extract")
     kind = "pass" if stage.startswith("pass:") else "build" if stage in _MODULE_STAGES else None
     if kind is None:
         where = ("before any TVM pass, build or VM creation" if not steps
                  else "in a step that has no module (only a pass, the build or VM creation has one)")
         raise CannotExtract(f"the script fails at stage {stage or 'unknown'} {where}: "
-                            f"{result.get('signature')}")
+                            f"{result.signature}")
     found = [s for s in steps if s["kind"] == kind]
     if not found or (kind == "pass" and steps[-1]["kind"] != "pass"):
         raise CannotExtract(f"the script fails at stage {stage}, but its module was not recorded")
     return found[-1]
 
 
-def _build_fields(build: dict[str, Any] | None,
-                  failing: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def _build_fields(build: Step | None, failing: Step) -> tuple[BuildFields, list[str]]:
     """The case's build options and PassContext config, as the script had them."""
-    fields: dict[str, Any] = {}
+    fields: BuildFields = {}
     notes: list[str] = []
-    options = (build or {}).get("options") or {}
-    for key in ("exec_mode", "relax_pipeline", "tir_pipeline"):
-        if key in options:
-            fields[key] = options[key]
-    if fields.get("exec_mode") not in (None, "bytecode", "compiled"):
-        notes.append(f"exec_mode {fields.pop('exec_mode')!r} is no mode a case can name: "
+    options: BuildOptions = (build or {}).get("options") or {}
+    if "relax_pipeline" in options:
+        fields["relax_pipeline"] = options["relax_pipeline"]
+    if "tir_pipeline" in options:
+        fields["tir_pipeline"] = options["tir_pipeline"]
+    if options.get("exec_mode") in (None, "bytecode", "compiled"):
+        if "exec_mode" in options:
+            fields["exec_mode"] = options["exec_mode"]
+    else:
+        notes.append(f"exec_mode {options['exec_mode']!r} is no mode a case can name: "
                      "left at bytecode")
     notes += [f"{key} was given as a Pass object, which a case cannot carry: left at 'default'"
               for key in options.get("unnamed", [])]
@@ -89,11 +179,11 @@ def _build_fields(build: dict[str, Any] | None,
     return fields, notes
 
 
-def _pass_spec(step: dict[str, Any]) -> dict[str, Any] | str:
+def _pass_spec(step: Step) -> PassSpec | str:
     return {"name": step["name"], "args": step["args"]} if step.get("args") else step["name"]
 
 
-def spelled(step: dict[str, Any], lenient: bool = False) -> list[dict[str, Any]] | None:
+def spelled(step: Step, lenient: bool = False) -> list[Step] | None:
     """The passes a case names for this step: itself, or for a pipeline a case cannot name
     the passes run directly inside it (None when one of those cannot be named either;
     `lenient`: those left out, as long as one can be named)."""
@@ -104,12 +194,11 @@ def spelled(step: dict[str, Any], lenient: bool = False) -> list[dict[str, Any]]
     return named if named and (lenient or len(named) == len(children)) else None
 
 
-def chain(step: dict[str, Any], steps: list[dict[str, Any]],
-          lenient: bool = False) -> list[dict[str, Any]]:
+def chain(step: Step, steps: list[Step], lenient: bool = False) -> list[Step]:
     """The passes whose outputs led, one into the next, to the module that entered `step`
     (back to the first one, or to one that a case cannot name)."""
     by_index = {s["index"]: s for s in steps}
-    found: list[dict[str, Any]] = []
+    found: list[Step] = []
     link = step.get("link")
     while (link is not None and link in by_index
            and spelled(by_index[link], lenient) is not None):
@@ -118,8 +207,8 @@ def chain(step: dict[str, Any], steps: list[dict[str, Any]],
     return found
 
 
-def _failing_point(failing: dict[str, Any], at: str, inner: dict[str, Any] | None,
-                   lenient: bool) -> tuple[dict[str, Any], str]:
+def _failing_point(failing: Step, at: str, inner: Step | None,
+                   lenient: bool) -> tuple[Step, str]:
     """Where the case starts: the failing step, or the innermost pass that raised inside it
     (asked for, or because the failing pipeline cannot be spelled out as passes)."""
     unnamed = failing["kind"] == "pass" and spelled(failing, lenient) is None
@@ -131,9 +220,8 @@ def _failing_point(failing: dict[str, Any], at: str, inner: dict[str, Any] | Non
     return failing, at
 
 
-def case_from_steps(script: Case, result: dict[str, Any], steps: list[dict[str, Any]],
-                    at: str = "chain", inner: dict[str, Any] | None = None,
-                    lenient: bool = False) -> tuple[dict[str, Any], list[str]]:
+def case_from_steps(script: Case, result: Result, steps: list[Step], at: str = "chain",
+                    inner: Step | None = None, lenient: bool = False) -> tuple[CaseData, list[str]]:
     """The module-mode case for the failing step, and notes on what it could not carry
     (`lenient`: a pipeline's passes that a case cannot name are left out)."""
     failing, at = _failing_point(failing_step(result, steps), at, inner, lenient)
@@ -150,12 +238,12 @@ def case_from_steps(script: Case, result: dict[str, Any], steps: list[dict[str, 
               if not step.get("resolvable", True) and not c.get("resolvable")]
     build_fields, build_notes = _build_fields(build, failing)
     notes += build_notes
-    title = f"{script.title or 'script'}: extracted at {result['stage']}"
+    title = f"{script.title or 'script'}: extracted at {result.stage}"
     if not start.get("well_formed", True):
         title += " (module not well formed)"
         notes.append("the module is not well formed (as the script's own passes left it): it is "
                      "carried with @I.ir_module(check_well_formed=False)")
-    case = {
+    case: CaseData = {
         "title": title,
         "source": start["ir"],
         "module": "Module",
@@ -209,8 +297,9 @@ def script_module_source(script: str, name: str | None) -> str | None:
     return None
 
 
-# The script's result, its recorded steps, and the innermost pass that raised.
-Recorded = tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any] | None]
+def _step(event: Event, *drop: str) -> Step:
+    """An extraction event's fields as a step (its kind of event, and `drop`, left out)."""
+    return cast(Step, {k: v for k, v in event.items() if k != "event" and k not in drop})
 
 
 def record_script(script: Case, env: Environment, runtime: Runtime,
@@ -221,27 +310,28 @@ def record_script(script: Case, env: Environment, runtime: Runtime,
     job = SandboxJob(run_id=uuid.uuid4().hex, job_id=job_id, env=env, case=data,
                      variant=script.variant_names[0])
     execution = runtime.execute(job)
-    steps = [{k: v for k, v in e.items() if k != "event"}
-             for e in execution.events if e["event"] == "extract_step"]
-    by_index = {s["index"]: s for s in steps}
+    steps = [_step(e) for e in execution.events if e["event"] == "extract_step"]
+    by_index = {s.get("index"): s for s in steps}
     for event in execution.events:
-        if event["event"] == "extract_child" and event["parent"] in by_index:
-            child = {k: v for k, v in event.items() if k not in ("event", "parent")}
-            by_index[event["parent"]].setdefault("children", []).append(child)
-    inner = next(({k: v for k, v in e.items() if k != "event"}
-                  for e in reversed(execution.events) if e["event"] == "extract_inner"), None)
+        if event["event"] == "extract_child" and event.get("parent") in by_index:
+            parent = by_index[event.get("parent")]
+            parent.setdefault("children", []).append(_step(event, "parent"))
+    inner = next((_step(e) for e in reversed(execution.events)
+                  if e["event"] == "extract_inner"), None)
     for event in execution.events:  # each module's parse-back, reported after the script
         if event["event"] == "extract_module":
-            fields = {k: v for k, v in event.items() if k not in ("event", "index")}
-            target = inner if event["index"] == "inner" else by_index.get(event["index"])
+            index = event.get("index")
+            target = inner if index == "inner" else (
+                by_index.get(index) if isinstance(index, int) else None)
             if target is not None:
-                target.update(fields)
-    return assemble_result(job, execution).to_json(), steps, inner
+                target.update(_step(event, "index"))
+    return Recorded(assemble_result(job, execution), steps, inner)
 
 
 def extract(script: Case, env: Environment, runtime: Runtime, at: str = "chain",
-            job_id: str = "local") -> dict[str, Any]:
-    """Extract the case and run it: {"case", "signature", "stage", "reproduces", ...}."""
+            job_id: str = "local") -> Extracted:
+    """Extract the case and run it: the case, the script's signature and stage, and whether
+    the case reproduces it."""
     if script.script is None:
         raise BadInput("SCRIPT", "extract takes a script (a .py file or a case with 'script')")
     return extract_recorded(script, env, runtime, record_script(script, env, runtime, job_id),
@@ -249,37 +339,36 @@ def extract(script: Case, env: Environment, runtime: Runtime, at: str = "chain",
 
 
 def extract_recorded(script: Case, env: Environment, runtime: Runtime, recorded: Recorded,
-                     at: str = "chain", job_id: str = "local") -> dict[str, Any]:
+                     at: str = "chain", job_id: str = "local") -> Extracted:
     """Extract the case from the script's recorded run (record_script), and run it."""
     result, steps, inner = recorded
-    found: dict[str, Any] | None = None
+    found: Extracted | None = None
     for attempt in _attempts(script, result, steps, at, inner):
         data, notes = attempt
         for case, module_from in module_forms(script, data, env, runtime, job_id):
-            check = run_variant(case, EXTRACTED_VARIANT, env, runtime, job_id=job_id).to_json()
-            answer = {
-                "case": case.model_dump(mode="json"), "signature": result["signature"],
-                "stage": result["stage"], "environment": env.id,
-                "reproduces": check["signature"] == result["signature"],
-                "case_run": {"status": check["status"], "stage": check["stage"],
-                             "signature": check["signature"]},
-                "notes": notes + ([] if module_from == f"printed by {env.id}"
-                                  else [f"the module: {module_from}"]),
-                "module_from": module_from,
-            }
+            check = run_variant(case, EXTRACTED_VARIANT, env, runtime, job_id=job_id)
+            answer = Extracted(
+                case=case.model_dump(mode="json"), signature=result.signature,
+                stage=result.stage, environment=env.id,
+                reproduces=check.signature == result.signature,
+                case_run=CaseRun(status=check.status.value, stage=check.stage,
+                                 signature=check.signature),
+                notes=notes + ([] if module_from == f"printed by {env.id}"
+                               else [f"the module: {module_from}"]),
+                module_from=module_from)
             found = found or answer
-            if answer["reproduces"]:
+            if answer.reproduces:
                 return answer
     assert found is not None  # _attempts yields at least one case or raises
     return found
 
 
-def _attempts(script: Case, result: dict[str, Any], steps: list[dict[str, Any]], at: str,
-              inner: dict[str, Any] | None) -> list[tuple[dict[str, Any], list[str]]]:
+def _attempts(script: Case, result: Result, steps: list[Step], at: str,
+              inner: Step | None) -> list[tuple[CaseData, list[str]]]:
     """The cases to try, best first: as asked; leaving out a pipeline's passes that a case
     cannot name; from the innermost pass that raised. Each distinct case once."""
     tries = [(at, False), (at, True), ("inner", False)] if inner else [(at, False), (at, True)]
-    cases: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    cases: dict[str, tuple[CaseData, list[str]]] = {}
     for where, lenient in tries:
         try:
             data, notes = case_from_steps(script, result, steps, where, inner, lenient)
@@ -291,14 +380,14 @@ def _attempts(script: Case, result: dict[str, Any], steps: list[dict[str, Any]],
     return list(cases.values())
 
 
-def module_forms(script: Case, data: dict[str, Any], env: Environment, runtime: Runtime,
+def module_forms(script: Case, data: CaseData, env: Environment, runtime: Runtime,
                  job_id: str = "local") -> Iterator[tuple[Case, str]]:
     """The case with a module that parses on `env`, and where that module came from, best
     first: the failing release's printer; another release's printer (one per minor release,
     the newest first: the module's save_json text loaded there, or else the script run there
     in extract mode and the same step's module taken); that text as `module_json`; the
     script's own source of the module. Each is tried until one reproduces."""
-    data = dict(data)
+    data = data.copy()
     problem = data.pop("parse_error", None)
     own = data.pop("script_module", None)
     text = data.pop("module_json", None)
@@ -310,13 +399,13 @@ def module_forms(script: Case, data: dict[str, Any], env: Environment, runtime: 
         try:
             printed = (check_sources(data, other, runtime, [{"json": text}], job_id)[0] if text
                        else _printed_there(script, other, runtime, step, job_id))
-            if not printed["ok"]:
+            if not printed.get("ok"):
                 continue
-            here = check_sources(data, env, runtime, [printed["source"]], job_id)[0]
+            here = check_sources(data, env, runtime, [printed.get("source", "")], job_id)[0]
         except Exception:  # noqa: BLE001  (an environment this runtime cannot run: the next)
             continue
-        if here["ok"]:
-            yield (parse_case({**data, "source": printed["source"]}),
+        if here.get("ok"):
+            yield (parse_case({**data, "source": printed.get("source")}),
                    f"printed by {other.id} (the TVMScript {env.id} prints does not parse "
                    f"back: {problem})")
             break
@@ -331,19 +420,19 @@ def module_forms(script: Case, data: dict[str, Any], env: Environment, runtime: 
     yield parse_case(data), f"printed by {env.id}, though it does not parse back: {problem}"
 
 
-def _printed_there(script: Case, other: Environment, runtime: Runtime, step: Any,
-                   job_id: str) -> dict[str, Any]:
+def _printed_there(script: Case, other: Environment, runtime: Runtime,
+                   step: list[int | str] | None, job_id: str) -> Checked:
     """The script run on `other` in extract mode: the same step's module as `other` prints
-    it, if that parses back there ({"ok", "source"} as a check gives)."""
+    it, if that parses back there (as a check gives it)."""
     if not step:
         return {"ok": False, "reason": "no step to find"}
     _result, steps, inner = record_script(script, other, runtime, job_id)
     index, name = step
     found = inner if index == "inner" else next(
-        (s for s in steps if s["index"] == index and s["name"] == name), None)
+        (s for s in steps if s.get("index") == index and s.get("name") == name), None)
     if found is None or found.get("name") != name or found.get("parse_error"):
         return {"ok": False, "reason": f"{other.id} printed no such step that parses back"}
-    return {"ok": True, "source": found["ir"]}
+    return {"ok": True, "source": found.get("ir", "")}
 
 
 def printer_environments(env: Environment) -> list[Environment]:
@@ -357,8 +446,8 @@ def printer_environments(env: Environment) -> list[Environment]:
     return [e for minor, e in reversed(newest.items()) if minor != own]
 
 
-def check_sources(data: dict[str, Any], env: Environment, runtime: Runtime,
-                  sources: list[Any], job_id: str = "local") -> list[dict[str, Any]]:
+def check_sources(data: CaseData, env: Environment, runtime: Runtime,
+                  sources: list[str | dict[str, str]], job_id: str = "local") -> list[Checked]:
     """The harness's check mode on `env`: for each source (TVMScript, or {"json": text}),
     whether it parses there, and the module printed back."""
     case = harness_case(parse_case({k: v for k, v in data.items() if k != "module_json"}
@@ -367,6 +456,18 @@ def check_sources(data: dict[str, Any], env: Environment, runtime: Runtime,
     job = SandboxJob(run_id=uuid.uuid4().hex, job_id=job_id, env=env, case=case,
                      variant=EXTRACTED_VARIANT)
     execution = runtime.execute(job)
-    got = [{k: v for k, v in e.items() if k != "event"}
-           for e in execution.events if e["event"] == "checked"]
-    return got + [{"ok": False, "reason": "the check did not finish"}] * (len(sources) - len(got))
+    got = [checked(e) for e in execution.events if e["event"] == "checked"]
+    missing: Checked = {"ok": False, "reason": "the check did not finish"}
+    return got + [missing] * (len(sources) - len(got))
+
+
+def checked(event: Event) -> Checked:
+    """A `checked` event's verdict on its source."""
+    verdict: Checked = {"ok": bool(event.get("ok"))}
+    if "reason" in event:
+        verdict["reason"] = event["reason"]
+    if "well_formed" in event:
+        verdict["well_formed"] = event["well_formed"]
+    if "source" in event:
+        verdict["source"] = event["source"]
+    return verdict

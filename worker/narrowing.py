@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput
-from tvmrepro.narrowing import NarrowOptions
+from tvmrepro.narrowing import NarrowOptions, ProgressEvent, Reduced, Size
 from tvmrepro.narrowing_jobs import save_answer, save_progress
 from tvmrepro.results import Result
 from tvmrepro.store import Store
@@ -39,24 +38,20 @@ class Progress:
         self.started = time.monotonic()
         self.written = 0.0
 
-    def __call__(self, event: dict[str, Any], best: dict[str, Any] | None = None) -> None:
+    def __call__(self, event: ProgressEvent, best: Reduced | None = None) -> None:
         """Record `event` (phase, what, steps, runs, passes, lines) and the best case so far."""
         now = time.monotonic()
         if event.get("kind") == "try" and now - self.written < PROGRESS_EVERY_S:
             return
         self.written = now
-        shown = {k: v for k, v in event.items() if k != "kind"}
+        shown: dict[str, object] = {k: v for k, v in event.items() if k != "kind"}
         shown["seconds"] = round(now - self.started, 1)
-        if best is not None:
-            shown["best"] = best
+        if best is not None:  # while it runs, a reduction's answer so far is its best case
+            shown["best"] = best.model_dump(mode="json", exclude={"finished", "log"})
         save_progress(self.store, self.job_id, shown)
         run = self.store.run(self.job_id, self.run_id)
         if run is not None and run.done:  # cancelled: its run has a result already
             raise OutOfBudget
-
-
-def _result(data: dict[str, Any]) -> Result:
-    return Result.model_validate({k: v for k, v in data.items() if k != "log_text"})
 
 
 def reduce_job(store: Store, runtime: Runtime, run_id: str, job_id: str, case: Case,
@@ -65,28 +60,28 @@ def reduce_job(store: Store, runtime: Runtime, run_id: str, job_id: str, case: C
     progress = Progress(store, job_id, run_id)
     spec = case.variant(options.variant)
     assert spec is not None and case.source is not None  # the API checked: module mode
-    before = {"passes": len(spec.passes), "lines": source_lines(case.source)}
+    before = Size(passes=len(spec.passes), lines=source_lines(case.source))
     reducer = Reducer(case, Options(env=env, variant=options.variant, oracle=options.oracle,
                                     budget_s=options.budget_s, job_id=job_id),
                       runtime, lambda event: progress(event, best(event)))
 
-    def best(event: dict[str, Any]) -> dict[str, Any] | None:
+    def best(event: ProgressEvent) -> Reduced | None:
         if event.get("kind") != "step":
             return None
-        found = reducer.report(before, False, time.monotonic() - progress.started)
-        return {k: v for k, v in found.items() if k not in ("finished", "log")}
+        return reducer.report(before, False, time.monotonic() - progress.started)
 
     progress({"kind": "step", "phase": "baseline", "what": "running the case as it is",
-              **before})
+              "passes": before.passes, "lines": before.lines})
     try:
         found = reducer.run()
     except BadInput as exc:  # the case does not show the bug: nothing to reduce
         save_answer(store, job_id, None, exc.problem)
-        if not reducer.reference:
+        if reducer.reference is None:
             raise
-        return _result(reducer.reference)
-    save_answer(store, job_id, found)
-    return _result(reducer.reference)
+        return reducer.reference
+    save_answer(store, job_id, found.model_dump(mode="json"))
+    assert reducer.reference is not None  # run() ran the baseline
+    return reducer.reference
 
 
 def extract_job(store: Store, runtime: Runtime, run_id: str, job_id: str, script: Case,
@@ -102,14 +97,13 @@ def extract_job(store: Store, runtime: Runtime, run_id: str, job_id: str, script
     except BadInput as exc:  # CannotExtract: the failure is at no step with a module
         save_answer(store, job_id, None, exc.problem)
     else:
-        save_answer(store, job_id, found)
-    return _result(recorded[0])
+        save_answer(store, job_id, found.model_dump(mode="json"))
+    return recorded.result
 
 
 def run_narrowing(store: Store, runtime: Runtime, run_id: str, job_id: str, case: Case,
-                  env: Environment, row: dict[str, Any]) -> Result:
+                  env: Environment, options: NarrowOptions) -> Result:
     """Run a narrowing job's run; a fault of ours is also written to its row, then raised."""
-    options = NarrowOptions(**row["options"])
     job = reduce_job if options.kind == "reduce" else extract_job
     try:
         return job(store, runtime, run_id, job_id, case, env, options)

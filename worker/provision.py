@@ -27,11 +27,11 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from tvmrepro.environments import Environment
 from tvmrepro.errors import ProvisionError
 from tvmrepro.settings import Settings
+from worker.runtimes.base import Fingerprint
 
 FINGERPRINT = "fingerprint.json"
 IN_USE_ATTEMPTS = 5  # the link moved under us this often in a row: give up
@@ -65,10 +65,10 @@ def env_python(settings: Settings, env: Environment) -> Path:
     return env_dir(settings, env) / "bin" / "python"
 
 
-def read_fingerprint(settings: Settings, env: Environment) -> dict[str, Any] | None:
+def read_fingerprint(settings: Settings, env: Environment) -> Fingerprint | None:
     """The fingerprint of a complete, up-to-date environment, else None."""
     try:
-        data: dict[str, Any] = json.loads((env_dir(settings, env) / FINGERPRINT).read_text())
+        data: Fingerprint = json.loads((env_dir(settings, env) / FINGERPRINT).read_text())
     except (OSError, ValueError):
         return None
     if data.get("packages") != env.packages:
@@ -202,16 +202,16 @@ def _uv(args: list[str], settings: Settings) -> None:
         raise ProvisionError(f"uv {args[0]} {args[1]} failed:\n{proc.stderr.strip()[-4000:]}")
 
 
-def _probe(python: Path) -> dict[str, Any]:
+def _probe(python: Path) -> Fingerprint:
     proc = subprocess.run([str(python), "-c", TVM_FACTS_PROBE], capture_output=True, text=True,
                           check=False, env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"})
     if proc.returncode != 0:
         raise ProvisionError(f"TVM does not import with these pins:\n{proc.stderr.strip()[-4000:]}")
-    facts: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    facts: Fingerprint = json.loads(proc.stdout.strip().splitlines()[-1])
     return facts
 
 
-def provision(settings: Settings, env: Environment) -> dict[str, Any]:
+def provision(settings: Settings, env: Environment) -> Fingerprint:
     """Make the environment if it is missing or stale; return its fingerprint."""
     existing = read_fingerprint(settings, env)
     if existing:
@@ -231,7 +231,7 @@ def provision(settings: Settings, env: Environment) -> dict[str, Any]:
     return fingerprint
 
 
-def _build(settings: Settings, env: Environment, venv: Path) -> dict[str, Any]:
+def _build(settings: Settings, env: Environment, venv: Path) -> Fingerprint:
     """Install exactly the pins into a new virtual environment and record what TVM it has."""
     # A venv's python finds its site-packages relative to itself, so it may be built
     # under one name and published under another.
@@ -240,7 +240,8 @@ def _build(settings: Settings, env: Environment, venv: Path) -> dict[str, Any]:
     # compiling TVM's modules from source in every run doubles the import (1.7 s -> 3.6-4.2 s).
     _uv(["pip", "install", "--quiet", "--compile-bytecode", "--python",
          str(venv / "bin" / "python"), "--no-deps", *env.requirements()], settings)
-    fingerprint = {"id": env.id, "packages": env.packages, **_probe(venv / "bin" / "python")}
+    fingerprint: Fingerprint = {"id": env.id, "packages": env.packages,
+                                **_probe(venv / "bin" / "python")}
     (venv / FINGERPRINT).write_text(json.dumps(fingerprint, indent=2))
     os.chmod(venv, 0o755)
     return fingerprint

@@ -21,23 +21,24 @@ import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from tvmrepro.cases import Case, parse_case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput, RuntimeFault
-from tvmrepro.narrowing import DEFAULT_BUDGET_S, DEFAULT_ORACLE
+from tvmrepro.narrowing import DEFAULT_BUDGET_S, DEFAULT_ORACLE, ProgressEvent, Reduced, Size
 from tvmrepro.oracles import Verdict, judge, parse_oracle
-from tvmrepro.results import FAILING, Status
+from tvmrepro.results import FAILING, Result
 from worker import candidates
-from worker.runner import harness_case, run_variant
+from worker.extraction import Checked, checked
+from worker.runner import harness_case, oracle_view, run_variant
 from worker.runtimes.base import Runtime, SandboxJob
 
 DEFAULT_WORKERS = 2
 CHECK_BATCH = 8  # module edits checked per harness call
 MAX_SWEEPS = 3  # passes over one phase's candidates while they keep shrinking the module
 T = TypeVar("T")
-Progress = Callable[[dict[str, Any]], None]
+Progress = Callable[[ProgressEvent], None]
 
 
 class OutOfBudget(Exception):
@@ -118,9 +119,9 @@ class Reducer:
         self.state = State(case.source, case.module, [p.model_dump() for p in variant.passes])
         self.progress = progress or (lambda _event: None)
         self.deadline = time.monotonic() + options.budget_s
-        self.reference: dict[str, Any] = {}
+        self.reference: Result | None = None  # the original run, once baseline ran it
         self.memo: dict[tuple[str, str], bool] = {}
-        self.verdicts: dict[tuple[str, str], dict[str, Any]] = {}
+        self.verdicts: dict[tuple[str, str], Checked] = {}
         self.well_formed = True  # the case's own verdict: no candidate may be less well formed
 
     # -- running ---------------------------------------------------------------------
@@ -132,11 +133,9 @@ class Reducer:
             data["module_json"] = None
         return parse_case(data)
 
-    def _run(self, source: str, passes: list[Any]) -> dict[str, Any]:
-        result = run_variant(self._case_with(source, passes), self.options.variant,
-                             self.options.env, self.runtime, job_id=self.options.job_id).to_json()
-        result["log_text"] = f"{result['log']['stdout']}\n{result['log']['stderr']}"
-        return result
+    def _run(self, source: str, passes: list[Any]) -> Result:
+        return run_variant(self._case_with(source, passes), self.options.variant,
+                           self.options.env, self.runtime, job_id=self.options.job_id)
 
     def holds(self, source: str, passes: list[Any]) -> bool:
         """Whether the oracle still says `bad` for this module and pass list (memoized: a
@@ -144,8 +143,9 @@ class Reducer:
         key = content_key(source, passes)
         if key not in self.memo:
             self.state.runs += 1
-            self.memo[key] = judge(self.oracle, self._run(source, passes),
-                                   self.reference) is Verdict.BAD
+            reference = oracle_view(self.reference) if self.reference is not None else None
+            self.memo[key] = judge(self.oracle, oracle_view(self._run(source, passes)),
+                                   reference) is Verdict.BAD
         return self.memo[key]
 
     def first_holding(self, configs: list[tuple[str, list[Any]]]) -> int | None:
@@ -195,7 +195,7 @@ class Reducer:
         if time.monotonic() > self.deadline:
             raise OutOfBudget
 
-    def check(self, sources: list[str], module: str) -> list[dict[str, Any]]:
+    def check(self, sources: list[str], module: str) -> list[Checked]:
         """The harness's verdict on each source (memoized): parses and is well formed, and the
         module printed back."""
         fresh = [s for s in dict.fromkeys(sources) if (s, module) not in self.verdicts]
@@ -203,8 +203,8 @@ class Reducer:
             self.verdicts[(source, module)] = verdict
         return [self.verdicts[(s, module)] for s in sources]
 
-    def _check(self, sources: list[str], module: str) -> list[dict[str, Any]]:
-        verdicts: list[dict[str, Any]] = []
+    def _check(self, sources: list[str], module: str) -> list[Checked]:
+        verdicts: list[Checked] = []
         while len(verdicts) < len(sources):
             self._check_budget()
             self.state.checks += 1
@@ -217,14 +217,13 @@ class Reducer:
             if not any(e["event"] == "start" for e in execution.events):
                 raise RuntimeFault(f"the harness's check did not start on {job.env.id} "
                                    f"(exit {execution.returncode}): {execution.stderr[-500:]}")
-            got = [e for e in execution.events if e["event"] == "checked"]
-            verdicts += [{k: v for k, v in e.items() if k != "event"} for e in got]
+            verdicts += [checked(e) for e in execution.events if e["event"] == "checked"]
             if len(verdicts) < len(sources):  # the next source ended the process: not counted
                 verdicts.append({"ok": False, "reason": "the check of this module did not finish"})
         return verdicts
 
     # -- phases ----------------------------------------------------------------------
-    def _note(self, what: str, kind: str = "step") -> None:
+    def _note(self, what: str, kind: Literal["step", "try"] = "step") -> None:
         """Tell the progress callback: a `step` taken (also logged) or edits being `try`ed."""
         if kind == "step":
             self.state.log.append(what)
@@ -235,16 +234,17 @@ class Reducer:
 
     def baseline(self) -> None:
         """The original run: the reference the `signature` oracle compares with."""
-        self.reference = self._run(self.state.source, self.state.passes)
+        reference = self.reference = self._run(self.state.source, self.state.passes)
         self.state.runs += 1
         self.memo[content_key(self.state.source, self.state.passes)] = True
-        if judge(self.oracle, self.reference, self.reference) is not Verdict.BAD or (
-                self.oracle.kind == "signature" and Status(self.reference["status"]) not in FAILING):
+        view = oracle_view(reference)
+        if judge(self.oracle, view, view) is not Verdict.BAD or (
+                self.oracle.kind == "signature" and reference.status not in FAILING):
             raise BadInput("CASE", f"variant {self.options.variant!r} on {self.options.env.id} "
                                    f"does not show the bug by the oracle {self.oracle.text} "
-                                   f"(status {self.reference['status']}, stage "
-                                   f"{self.reference['stage']}): nothing to reduce")
-        self._note(f"reference: {self.reference['status']} at {self.reference['stage']}")
+                                   f"(status {reference.status.value}, stage "
+                                   f"{reference.stage}): nothing to reduce")
+        self._note(f"reference: {reference.status.value} at {reference.stage}")
 
     def reduce_passes(self) -> None:
         """ddmin over the pass list, the module as it is."""
@@ -264,13 +264,13 @@ class Reducer:
         self.state.phase = "module"
         verdict = self.check([self.state.source], self.state.module)[0]
         if not verdict["ok"]:
-            self._note(f"module left as given: it {verdict['reason']}")
+            self._note(f"module left as given: it {verdict.get('reason')}")
             return False
         self.well_formed = bool(verdict.get("well_formed", True))
         if not self.well_formed:
             self._note("the module is not well formed: candidates may not be either (each "
                        "judged by the oracle), but none may be less well formed")
-        printed = verdict["source"]
+        printed = verdict.get("source", "")
         if printed != self.state.source and not self.holds(printed, self.state.passes):
             self._note("module kept as given: printed back by TVM it no longer shows the bug")
             return True
@@ -299,8 +299,8 @@ class Reducer:
         if not batch:
             return None
         verdicts = self.check([c.source for c in batch], self.state.module)
-        valid = [(c, v["source"]) for c, v in zip(batch, verdicts, strict=True)
-                 if self._acceptable(v) and v["source"] != self.state.source]
+        valid = [(c, v.get("source", "")) for c, v in zip(batch, verdicts, strict=True)
+                 if self._acceptable(v) and v.get("source") != self.state.source]
         self._note(f"{len(valid)} of {len(batch)} edits parse and are "
                    + ("well formed" if self.well_formed else "no less well formed")
                    + ("; running them" if valid else ""), kind="try")
@@ -314,7 +314,7 @@ class Reducer:
         self._note(f"{edit.what}: {before} -> {source_lines(text)} lines")
         return edit
 
-    def _acceptable(self, verdict: dict[str, Any]) -> bool:
+    def _acceptable(self, verdict: Checked) -> bool:
         """A candidate parses, and is well formed if the case was (same verdict or better)."""
         return bool(verdict["ok"]) and (bool(verdict.get("well_formed", True))
                                          or not self.well_formed)
@@ -334,10 +334,10 @@ class Reducer:
         self.sweep("shape variables", candidates.concretize_shape_vars)
         self.sweep("shapes", candidates.shrink_shapes)
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> Reduced:
         """Reduce, and return the reduce object of CONTRACT.md ("Reduction")."""
         started = time.monotonic()
-        before = {"passes": len(self.state.passes), "lines": source_lines(self.state.source)}
+        before = Size(passes=len(self.state.passes), lines=source_lines(self.state.source))
         self.baseline()
         finished = True
         try:
@@ -346,26 +346,24 @@ class Reducer:
             if self.normalize():
                 if from_json and "MODULE_JSON" not in self.state.source:
                     # A save_json module counts as the TVMScript TVM printed it as.
-                    before["lines"] = source_lines(self.state.source)
+                    before.lines = source_lines(self.state.source)
                 self.module_phases()
         except OutOfBudget:
             finished = False
             self._note("time budget spent: the best case so far")
         return self.report(before, finished, time.monotonic() - started)
 
-    def report(self, before: dict[str, int], finished: bool, seconds: float) -> dict[str, Any]:
+    def report(self, before: Size, finished: bool, seconds: float) -> Reduced:
         """The reduced case and the numbers."""
         reduced = self._case_with(self.state.source, self.state.passes).model_dump(mode="json")
         reduced["title"] = f"{self.case.title or 'case'} (reduced)".strip()
-        return {
-            "case": reduced, "oracle": self.oracle.text,
-            "signature": self.reference.get("signature"),
-            "environment": self.options.env.id, "variant": self.options.variant,
-            "before": before,
-            "after": {"passes": len(self.state.passes), "lines": source_lines(self.state.source)},
-            "steps": self.state.steps, "runs": self.state.runs, "checks": self.state.checks,
-            "finished": finished, "seconds": round(seconds, 1), "log": self.state.log,
-        }
+        return Reduced(
+            case=reduced, oracle=self.oracle.text,
+            signature=self.reference.signature if self.reference is not None else None,
+            environment=self.options.env.id, variant=self.options.variant, before=before,
+            after=Size(passes=len(self.state.passes), lines=source_lines(self.state.source)),
+            steps=self.state.steps, runs=self.state.runs, checks=self.state.checks,
+            finished=finished, seconds=round(seconds, 1), log=list(self.state.log))
 
 
 def _compiles(source: str) -> bool:
@@ -378,7 +376,7 @@ def _compiles(source: str) -> bool:
 
 
 def reduce_case(case: Case, options: Options, runtime: Runtime,
-                progress: Progress | None = None) -> dict[str, Any]:
+                progress: Progress | None = None) -> Reduced:
     """Reduce `case` (one variant, one environment) while the oracle holds."""
     return Reducer(case, options, runtime, progress).run()
 

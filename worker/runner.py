@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import ValidationError
 
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
-from tvmrepro.results import Log, PassRecord, Result, Status
-from worker.runtimes.base import Execution, Runtime, SandboxJob
+from tvmrepro.results import FunctionInfo, Log, PassRecord, Result, Status
+from worker.runtimes.base import Event, Execution, Runtime, SandboxJob
 
 # How a run that ended without a result event reads, by why it ended.
 _KILLED_BY_US = "the run exceeded its time limit of {limit} s and was killed"
@@ -48,8 +48,23 @@ REPRODUCER_CAP = 1 << 20
 OUTPUTS_CAP = 2 << 20  # characters of a run's outputs (as JSON), else none are kept
 IR_NOT_KEPT = "# (IR not stored: past this run's cap of {cap} characters of IR)\n"
 IR_CLIPPED = "\n# (IR clipped: past the cap of {cap} characters for one pass)\n"
-CLAIMED_TEXT = ("stage", "error_type", "message", "signature", "signature_frame",
-                "signature_message")
+
+
+class Outcome(TypedDict, total=False):
+    """A result's fields that say how its run ended: what the run claimed, judged, or what
+    the runtime observed of a run that gave no result."""
+
+    status: Status
+    stage: str | None
+    pass_path: list[str] | None
+    error_type: str | None
+    message: str | None
+    signature: str | None
+    signature_frame: str | None
+    signature_message: str | None
+    signal: str | None
+    outputs: object
+    reference_outputs: object
 
 
 def harness_case(case: Case, env: Environment) -> dict[str, Any]:
@@ -69,11 +84,19 @@ def run_variant(case: Case, variant: str, env: Environment, runtime: Runtime,
     return assemble_result(job, execution)
 
 
-def _last(events: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:
+def oracle_view(result: Result) -> dict[str, Any]:
+    """A result as the oracles judge it (tvmrepro.oracles.judge): without its passes, its log
+    as the text `regex:` reads."""
+    view = result.model_dump(mode="json", exclude={"log", "passes"})
+    view["log_text"] = f"{result.log.stdout}\n{result.log.stderr}"
+    return view
+
+
+def _last(events: list[Event], kind: str) -> Event | None:
     return next((e for e in reversed(events) if e["event"] == kind), None)
 
 
-def _outcome_without_result(job: SandboxJob, ex: Execution, started: bool) -> dict[str, Any]:
+def _outcome_without_result(job: SandboxJob, ex: Execution, started: bool) -> Outcome:
     """Why the harness gave no result: timeout, out of memory, a signal, or an exit."""
     if ex.timed_out:
         message = _KILLED_BY_US.format(limit=job.timeout_s)
@@ -98,9 +121,9 @@ def _outcome_without_result(job: SandboxJob, ex: Execution, started: bool) -> di
     return {"status": Status.ERROR, "error_type": "Exit", "message": message}
 
 
-def _usage(ex: Execution) -> dict[str, Any]:
+def _usage(ex: Execution) -> Event:
     """The case's resource use as its supervisor measured it once the case ended (signed)."""
-    return _last(ex.events, "usage") or _last(ex.events, "exit") or {}
+    return _last(ex.events, "usage") or _last(ex.events, "exit") or {"event": "usage"}
 
 
 def peak_memory_mb(ex: Execution) -> float | None:
@@ -133,8 +156,7 @@ def oom_evidence(job: SandboxJob, ex: Execution) -> str | None:
     return None
 
 
-def _judged_claims(job: SandboxJob, ex: Execution, fields: dict[str, Any],
-                   started: bool) -> dict[str, Any]:
+def _judged_claims(job: SandboxJob, ex: Execution, fields: Outcome, started: bool) -> Outcome:
     """A result event's fields with the statuses that need evidence checked against it.
 
     `infra_error` is the service's word, never the run's: the harness says it only when TVM
@@ -176,7 +198,12 @@ def _pass_path(value: Any) -> list[str] | None:
     return [_text_or_none(name, SHORT_TEXT_CAP) or "" for name in value[:64]]
 
 
-def _claimed_fields(event: dict[str, Any]) -> dict[str, Any]:
+def _outputs_or_none(value: object) -> object:
+    """Claimed outputs as the store keeps them: within OUTPUTS_CAP as JSON, else None."""
+    return value if len(json.dumps(value, default=str)) <= OUTPUTS_CAP else None
+
+
+def _claimed_fields(event: Event) -> Outcome:
     """A result event's fields, each of the type a result has (a claim of another type, or of
     an unknown status, must not make the run's result fail to validate: that would read as
     the service's fault)."""
@@ -184,17 +211,18 @@ def _claimed_fields(event: dict[str, Any]) -> dict[str, Any]:
         status = Status(event.get("status"))
     except ValueError:
         status = Status.ERROR
-    fields: dict[str, Any] = {"status": status}
-    for key in CLAIMED_TEXT:
-        fields[key] = _text_or_none(event.get(key))
-    fields["pass_path"] = _pass_path(event.get("pass_path"))
-    for key in ("outputs", "reference_outputs"):
-        value = event.get(key)
-        fields[key] = value if len(json.dumps(value, default=str)) <= OUTPUTS_CAP else None
-    return fields
+    return {"status": status, "stage": _text_or_none(event.get("stage")),
+            "error_type": _text_or_none(event.get("error_type")),
+            "message": _text_or_none(event.get("message")),
+            "signature": _text_or_none(event.get("signature")),
+            "signature_frame": _text_or_none(event.get("signature_frame")),
+            "signature_message": _text_or_none(event.get("signature_message")),
+            "pass_path": _pass_path(event.get("pass_path")),
+            "outputs": _outputs_or_none(event.get("outputs")),
+            "reference_outputs": _outputs_or_none(event.get("reference_outputs"))}
 
 
-def _pass_records(events: list[dict[str, Any]]) -> list[PassRecord]:
+def _pass_records(events: list[Event]) -> list[PassRecord]:
     """The run's pass events as records, within the run's caps (a malformed one is skipped)."""
     records: list[PassRecord] = []
     ir_left, functions_left = RUN_IR_CAP, RUN_FUNCTIONS_CAP
@@ -209,17 +237,17 @@ def _pass_records(events: list[dict[str, Any]]) -> list[PassRecord]:
             ir = IR_NOT_KEPT.format(cap=RUN_IR_CAP)
         else:
             ir_left -= len(ir)
-        table: list[Any] = said_table if isinstance(said_table, list) else []
-        functions = []
+        table: list[object] = said_table if isinstance(said_table, list) else []
+        functions: list[FunctionInfo] = []
         for entry in table[:min(PASS_FUNCTIONS_CAP, functions_left)]:
             if not isinstance(entry, dict):
                 continue
             attrs = entry.get("attrs")
             if not isinstance(attrs, dict) or len(json.dumps(attrs, default=str)) > ATTRS_CAP:
                 attrs = {}
-            functions.append({"name": _text_or_none(entry.get("name"), SHORT_TEXT_CAP) or "",
-                              "kind": _text_or_none(entry.get("kind"), SHORT_TEXT_CAP) or "",
-                              "attrs": attrs})
+            functions.append(FunctionInfo(
+                name=_text_or_none(entry.get("name"), SHORT_TEXT_CAP) or "",
+                kind=_text_or_none(entry.get("kind"), SHORT_TEXT_CAP) or "", attrs=attrs))
         functions_left -= len(functions)
         try:
             records.append(PassRecord.model_validate({
@@ -231,6 +259,11 @@ def _pass_records(events: list[dict[str, Any]]) -> list[PassRecord]:
     return records
 
 
+def _reproducer(events: list[Event]) -> str | None:
+    said = _last(events, "reproducer")
+    return _text_or_none(said.get("text"), REPRODUCER_CAP) if said is not None else None
+
+
 def ended_cleanly(ex: Execution) -> bool:
     """Whether the run exited 0, by no signal, within its time: only then is its result read."""
     return not ex.timed_out and ex.returncode == 0 and ex.signal is None and not ex.oom_killed
@@ -240,35 +273,37 @@ def assemble_result(job: SandboxJob, ex: Execution) -> Result:
     """Merge the harness's events with what the runtime saw."""
     events = ex.events
     result_event = _last(events, "result")
-    start = _last(events, "start") or {}
+    started = _last(events, "start") is not None
     stage_event = _last(events, "stage")
-    said_rewrites = (_last(events, "rewrites") or {}).get("rewrites")
+    rewrites_event = _last(events, "rewrites")
+    said_rewrites = rewrites_event.get("rewrites") if rewrites_event else None
     rewrites = [r[:SHORT_TEXT_CAP] for r in (said_rewrites if isinstance(said_rewrites, list)
                                              else []) if isinstance(r, str)][:100]
     passes = _pass_records(events)
-    fields: dict[str, Any]
+    fields: Outcome
     if result_event and ended_cleanly(ex):
         fields = _claimed_fields(result_event)
-        fields = _judged_claims(job, ex, fields, started=bool(start))
+        fields = _judged_claims(job, ex, fields, started=started)
     else:
-        fields = _outcome_without_result(job, ex, started=bool(start))
-        fields["stage"] = _text_or_none((stage_event or {}).get("stage"), SHORT_TEXT_CAP)
-        fields["pass_path"] = _pass_path((stage_event or {}).get("pass_path"))
+        fields = _outcome_without_result(job, ex, started=started)
+        fields["stage"] = _text_or_none(stage_event.get("stage") if stage_event else None,
+                                        SHORT_TEXT_CAP)
+        fields["pass_path"] = _pass_path(stage_event.get("pass_path") if stage_event else None)
         fields["signature"] = f"{fields['error_type']}: {fields['message']}"
         if fields["status"] == Status.CRASH:
             fields["signature"] = f"crash: {ex.signal}"
     seconds = {"total": round(ex.seconds, 3)}
-    for key in ("harness", "run"):  # the harness's own time, and the entry call's
-        said = _seconds((result_event or {}).get(f"{key}_seconds"))
-        if said is not None:
-            seconds[key] = said
+    if result_event is not None:  # the harness's own time, and the entry call's
+        said = {"harness": _seconds(result_event.get("harness_seconds")),
+                "run": _seconds(result_event.get("run_seconds"))}
+        seconds |= {key: value for key, value in said.items() if value is not None}
     return storable(Result(
         environment=job.env.id,
         variant=job.variant,
         rewrites=rewrites,
-        reproducer=_text_or_none((_last(events, "reproducer") or {}).get("text"), REPRODUCER_CAP),
+        reproducer=_reproducer(events),
         passes=passes,
-        tvm=ex.tvm,
+        tvm=dict(ex.tvm) if ex.tvm is not None else None,
         seconds=seconds,
         isolation=ex.isolation,
         log=Log(stdout=ex.stdout, stderr=ex.stderr, truncated=ex.truncated),

@@ -21,7 +21,6 @@ import os
 import threading
 import traceback
 from dataclasses import dataclass
-from typing import Any
 
 import sqlalchemy as sa
 from celery import Celery, Task, current_app, shared_task
@@ -31,6 +30,7 @@ from tvmrepro.cases import parse_case
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.lifecycle import Action, Claim, RunState
 from tvmrepro.liveness import claimer_gone, process_token
+from tvmrepro.narrowing import NarrowOptions
 from tvmrepro.narrowing_jobs import narrowing
 from tvmrepro.queue import RUN_TASK, worker_concurrency
 from tvmrepro.results import Result, Status
@@ -41,7 +41,7 @@ from worker.bisection import after_run
 from worker.narrowing import run_narrowing
 from worker.runner import run_variant
 from worker.runtimes import make_runtime
-from worker.runtimes.base import Execution, Runtime, SandboxJob
+from worker.runtimes.base import Execution, Fingerprint, Runtime, SandboxJob
 from worker.triage import after_triage_run
 
 log = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ class Cancellable:
         """The run, stopped when it is cancelled."""
         return self.runtime.execute(dataclasses.replace(job, cancelled=self.cancelled))
 
-    def fingerprint(self, env: Environment) -> dict[str, Any]:
+    def fingerprint(self, env: Environment) -> Fingerprint:
         """The runtime's fingerprint of env."""
         return self.runtime.fingerprint(env)
 
@@ -167,7 +167,7 @@ def execute(ctx: WorkerContext, claim: Claim) -> Result:
         narrowing_row = narrowing(ctx.store, claim.job_id)
         if narrowing_row is not None:  # a reduce or extract job's one run
             return run_narrowing(ctx.store, runtime, claim.run_id, claim.job_id, case, env,
-                                 narrowing_row)
+                                 NarrowOptions(**narrowing_row["options"]))
         return run_variant(case, claim.variant, env, runtime, run_id=claim.run_id,
                            job_id=claim.job_id)
     except Exception as exc:  # a fault of the service: say so in the result

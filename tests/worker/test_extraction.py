@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from tvmrepro.cases import parse_case
+from tvmrepro.results import Result, Status
 from worker.extraction import CannotExtract, case_from_steps, chain
 
 SCRIPT = parse_case({"title": "repro.py", "script": "print(1)", "timeout_s": 60})
@@ -17,8 +18,9 @@ def step(index: int, kind: str, name: str, link: int | None, **extra: Any) -> di
             "ir": f"module before step {index}\n", "args": {}, **extra}
 
 
-def failed(stage: str) -> dict[str, Any]:
-    return {"environment": "tvm-x", "status": "error", "stage": stage, "signature": "E: boom"}
+def failed(stage: str) -> Result:
+    return Result(environment="tvm-x", variant="script", status=Status.ERROR, stage=stage,
+                  signature="E: boom")
 
 
 # A module parsed, then an unrelated pass on another module, then two passes chained into a build.
@@ -59,11 +61,12 @@ def test_a_pipeline_that_a_case_cannot_name_gives_way_to_the_pass_inside_it() ->
 
 
 @pytest.mark.parametrize(("result", "steps", "why"), [
-    ({"environment": "tvm-x", "status": "ok", "stage": "script"}, STEPS, "not with a failure"),
+    (Result(environment="tvm-x", variant="script", status=Status.OK, stage="script"), STEPS,
+     "not with a failure"),
     (failed("script"), [], "before any TVM pass"),
     (failed("run"), STEPS, "no module"),
 ])
-def test_cannot_extract_says_why(result: dict, steps: list, why: str) -> None:
+def test_cannot_extract_says_why(result: Result, steps: list, why: str) -> None:
     with pytest.raises(CannotExtract, match=why) as info:
         case_from_steps(SCRIPT, result, steps)
     assert info.value.field == "SCRIPT"

@@ -69,7 +69,8 @@ def pass_names(case: dict) -> tuple[str, ...]:
 def test_report_extracts_and_reduces_keeping_the_script_signature(
         report: Report, tvm_envs: dict[str, Environment], warm_runtime: LocalRuntime) -> None:
     env = tvm_envs[NEW_ENV]
-    found = extract(load_case_file(CASES / report.name / "original.py"), env, warm_runtime)
+    found = extract(load_case_file(CASES / report.name / "original.py"), env,
+                    warm_runtime).model_dump(mode="json")
     assert (found["stage"], found["signature"]) == (report.stage, report.signature)
     assert found["reproduces"], found["case_run"]
     case = found["case"]
@@ -77,7 +78,8 @@ def test_report_extracts_and_reduces_keeping_the_script_signature(
     assert sum(1 for line in case["source"].splitlines() if line.strip()) == report.lines
 
     reduced = reduce_case(parse_case(case), Options(env=env, variant="extracted",
-                                                    budget_s=report.budget_s), warm_runtime)
+                                                    budget_s=report.budget_s),
+                          warm_runtime).model_dump(mode="json")
     assert reduced["signature"] == report.signature
     assert reduced["before"] == {"passes": len(report.passes), "lines": report.lines}
     assert pass_names(reduced["case"]) == report.passes  # the failing pass is needed

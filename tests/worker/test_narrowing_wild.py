@@ -33,7 +33,8 @@ CASES = REPO / "tests" / "cases"
 
 
 def extracted(name: str, env: Environment, runtime: LocalRuntime, at: str = "chain") -> dict[str, Any]:
-    return extract(load_case_file(CASES / name / "original.py"), env, runtime, at=at)
+    return extract(load_case_file(CASES / name / "original.py"), env, runtime,
+                   at=at).model_dump(mode="json")
 
 
 def test_a_module_the_printer_cannot_write_comes_from_another_printer_or_the_script(
@@ -77,7 +78,8 @@ def test_a_module_that_is_not_well_formed_is_reduced(
     case = load_case_file(CASES / "tvm-20195" / "failing.json")
     assert "@I.ir_module(check_well_formed=False)" in (case.source or "")
     env = tvm_envs[NEW_ENV]
-    found = reduce_case(case, Options(env=env, variant="extracted", budget_s=90), warm_runtime)
+    found = reduce_case(case, Options(env=env, variant="extracted", budget_s=90),
+                        warm_runtime).model_dump(mode="json")
     assert found["after"]["lines"] < found["before"]["lines"], found["log"]
     assert "module left as given" not in " ".join(found["log"])
     reduced = parse_case(found["case"])
@@ -128,7 +130,8 @@ def test_a_module_json_case_is_reduced_as_the_tvmscript_it_prints_as(
     case = parse_case({"title": "module_json", "module_json": made.stdout.strip(),
                        "variants": [{"name": "json", "passes": []}], "target": "llvm"})
     assert case.source == JSON_MODULE_SOURCE
-    found = reduce_case(case, Options(env=env, variant="json", budget_s=150), warm_runtime)
+    found = reduce_case(case, Options(env=env, variant="json", budget_s=150),
+                        warm_runtime).model_dump(mode="json")
     # `before` counts the module as TVM printed it, not the three lines that load the JSON.
     assert found["before"]["lines"] > 10 > source_lines(JSON_MODULE_SOURCE), found["log"]
     assert found["after"]["lines"] < found["before"]["lines"], found["log"]
@@ -165,7 +168,8 @@ def test_a_prim_func_build_is_extracted_with_its_module_not_well_formed(
         tvm_envs: dict[str, Environment], warm_runtime: LocalRuntime, tmp_path: Path) -> None:
     script = tmp_path / "prim_func_build.py"
     script.write_text(PRIM_FUNC_BUILD)
-    found = extract(load_case_file(script), tvm_envs[NEW_ENV], warm_runtime)
+    found = extract(load_case_file(script), tvm_envs[NEW_ENV],
+                    warm_runtime).model_dump(mode="json")
     # Before: "the script fails at stage build, but its module was not recorded" (only an
     # IRModule given to a build was); then the module printed with its check on, which the
     # parser refuses, so it came from another printer or as module_json.

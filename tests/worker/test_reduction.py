@@ -124,7 +124,7 @@ def test_reducer_keeps_what_the_bug_needs_and_says_what_it_did() -> None:
     env = default_catalog().environments[0]
     events: list[dict] = []
     found = reduce_case(fake_case(), Options(env=env, variant="v"), runtime,  # type: ignore[arg-type]
-                        progress=events.append)
+                        progress=events.append).model_dump(mode="json")
     source = found["case"]["source"]
     assert [p["name"] for p in found["case"]["variants"][0]["passes"]] == ["FuseOps"]
     assert "def unrelated" not in source and "R.multiply" not in source
@@ -150,7 +150,7 @@ def test_a_case_that_does_not_fail_is_refused() -> None:
 def test_a_spent_budget_returns_the_best_so_far() -> None:
     env = default_catalog().environments[0]
     found = reduce_case(fake_case(), Options(env=env, variant="v", budget_s=0),
-                        FakeReducingRuntime())  # type: ignore[arg-type]
+                        FakeReducingRuntime()).model_dump(mode="json")  # type: ignore[arg-type]
     assert found["finished"] is False
     assert found["after"] == found["before"]
 

@@ -9,6 +9,7 @@ import pytest
 from tests.conftest import NEW_ENV
 from tests.worker.test_reduction import fake_case
 from tvmrepro.environments import Environment
+from tvmrepro.results import Result
 from tvmrepro.settings import Settings
 from worker.reduction import Options, Reducer
 from worker.runtimes.local import LocalRuntime
@@ -21,9 +22,9 @@ class RecordingReducer(Reducer):
 
     warm: list[bool]
 
-    def _run(self, source: str, passes: list[Any]) -> dict[str, Any]:
+    def _run(self, source: str, passes: list[Any]) -> Result:
         result = super()._run(source, passes)
-        self.warm.append(bool(result["isolation"].get("warm")))
+        self.warm.append(bool(result.isolation.get("warm")))
         return result
 
 

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, Required, TypedDict, cast
 
 from tvmrepro.environments import Environment
 from tvmrepro.settings import DEFAULT_MEMORY_MB, MAX_TIMEOUT_S, Settings
@@ -27,6 +27,100 @@ TMPFS_INODES = 65536  # and in each of its /tmp and /dev/shm (an inode is unacco
 PTYS_MAX = 64  # pseudo-terminals a run may hold (its own devpts instance): the host has ~4096
 EVENTS_READ_CAP = 64 << 20  # what is read of the events channel
 CANCEL_POLL_S = 1.0  # how often a runtime waiting for a run asks whether its job was cancelled
+
+
+class Fingerprint(TypedDict, total=False):
+    """What an environment's TVM has here (provision.TVM_FACTS_PROBE's facts, with the
+    environment's id, pins and, in the Docker runtime, image)."""
+
+    id: str
+    packages: dict[str, str]
+    image: str
+    version: str
+    python: str
+    libinfo: dict[str, str]
+    passes: list[str]
+    commit: str | None
+
+
+class TvmFacts(TypedDict, total=False):
+    """A result's `tvm`: the facts of a fingerprint that say which TVM ran."""
+
+    version: str
+    libinfo: dict[str, str]
+    packages: dict[str, str]
+    python: str
+    commit: str | None
+
+
+class LimitsSummary(TypedDict):
+    """What a result's `isolation` says of a sandbox's limits."""
+
+    memory_mb: int
+    timeout_s: int
+    pids: int
+
+
+class Event(TypedDict, total=False):
+    """One event of a run, as the supervisor signed it (images/harness/events.py writes the
+    harness's). `event` names its kind, the other keys are that kind's:
+
+    - the supervisor's own measures: `exit` (returncode, signal, and the usage keys) and
+      `usage` (maxrss_kb, cpu_seconds, oom_kills, vm_peak_kb, as_limit_kb);
+    - the harness's claims, each read with its type checked: `start` (tvm), `stage` (stage,
+      pass_path), `pass` (index, name, seconds, functions, ir), `rewrites`, `reproducer`
+      (text) and `result` (a Result's fields, harness_seconds, run_seconds);
+    - extract mode's steps: `extract_step`, `extract_child` (parent), `extract_inner`,
+      `extract_module` (harness/extract.py); check mode's `checked` (index, ok, reason,
+      well_formed, source).
+    """
+
+    event: Required[str]
+    returncode: int | None
+    signal: str | None
+    maxrss_kb: int
+    cpu_seconds: float
+    oom_kills: int
+    vm_peak_kb: int
+    as_limit_kb: int
+    tvm: dict[str, str]
+    stage: str
+    pass_path: list[str]
+    index: int | str  # an extract_module event's is "inner" for the innermost pass that raised
+    name: str
+    seconds: float
+    functions: list[object]
+    ir: str
+    rewrites: list[str]
+    text: str
+    status: str
+    error_type: str
+    message: str
+    signature: str
+    signature_frame: str
+    signature_message: str
+    outputs: object
+    reference_outputs: object
+    harness_seconds: float
+    run_seconds: float
+    kind: str
+    parent: int
+    link: int | None
+    args: dict[str, object]
+    dropped_args: list[str]
+    resolvable: bool
+    opt_level: int
+    depth: int
+    config: dict[str, object]
+    options: dict[str, object]
+    target: str | None
+    defined_as: list[str]
+    well_formed: bool
+    parse_error: str
+    ir_json: str
+    ok: bool
+    reason: str
+    source: str
 
 
 def never_cancelled() -> bool:
@@ -85,7 +179,7 @@ class Limits:
                    cpu_seconds=job.timeout_s + HARNESS_TIMEOUT_GRACE_S,
                    address_space_cap=not wants_gpu(job.env))
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> LimitsSummary:
         """What a result's `isolation` says of them."""
         return {"memory_mb": self.memory_mb, "timeout_s": self.timeout_s, "pids": self.pids}
 
@@ -121,7 +215,7 @@ class Limits:
 class Execution:
     """What came back from the sandbox: events, exit, output."""
 
-    events: list[dict[str, Any]]
+    events: list[Event]
     returncode: int | None
     signal: str | None = None
     timed_out: bool = False
@@ -133,7 +227,7 @@ class Execution:
     seconds: float = 0.0
     isolation: dict[str, Any] = field(default_factory=dict)
     # What the runtime knows of the environment's TVM (its fingerprint), never what the run says.
-    tvm: dict[str, Any] | None = None
+    tvm: TvmFacts | None = None
 
 
 class Runtime(Protocol):
@@ -145,7 +239,7 @@ class Runtime(Protocol):
         """Run it and return what happened; raise RuntimeFault only for its own failures."""
         ...
 
-    def fingerprint(self, env: Environment) -> dict[str, Any]:
+    def fingerprint(self, env: Environment) -> Fingerprint:
         """What env's TVM has here (version, python, libinfo, pass names); RuntimeFault if none."""
         ...
 
@@ -232,13 +326,13 @@ def handover_bytes(job: SandboxJob, limits: Limits, key: bytes) -> bytes:
     return b"%d\n%s%s\n" % (len(request), request, key.hex().encode())
 
 
-def verified_events(data: bytes, key: bytes) -> list[dict[str, Any]]:
+def verified_events(data: bytes, key: bytes) -> list[Event]:
     """The events the supervisor signed with `key`, in order, up to its `exit` event.
 
     Anything else on the channel (the unsigned `ready`, a line the case wrote, a
     replayed or reordered line) is not an event.
     """
-    events: list[dict[str, Any]] = []
+    events: list[Event] = []
     last = 0
     for line in parse_events_lines(data):
         body, mac = line.get("body"), line.get("mac")
@@ -252,26 +346,34 @@ def verified_events(data: bytes, key: bytes) -> list[dict[str, Any]]:
                 or event["seq"] <= last or "event" not in event:
             continue
         last = event.pop("seq")
-        events.append(event)
+        events.append(cast(Event, event))
         if event["event"] == "exit":
             break
     return events
 
 
-def parse_events_lines(data: bytes) -> list[dict[str, Any]]:
+class SignedLine(TypedDict, total=False):
+    """A line of the events channel as the supervisor writes it: an event's JSON text and its
+    HMAC (a line the case wrote may hold anything)."""
+
+    body: object
+    mac: object
+
+
+def parse_events_lines(data: bytes) -> list[SignedLine]:
     """Every JSON object line of `data` (a torn last line is dropped)."""
-    lines = []
+    lines: list[SignedLine] = []
     for line in data.decode("utf-8", "surrogateescape").splitlines():
         try:
             value = json.loads(line)
         except ValueError:
             continue
         if isinstance(value, dict):
-            lines.append(value)
+            lines.append({"body": value.get("body"), "mac": value.get("mac")})
     return lines
 
 
-def exit_status(events: list[dict[str, Any]]) -> tuple[int | None, str | None] | None:
+def exit_status(events: list[Event]) -> tuple[int | None, str | None] | None:
     """The case's (exit code, signal) as its supervisor saw them; None when it never said."""
     exit_event = next((e for e in events if e["event"] == "exit"), None)
     if exit_event is None:
@@ -281,19 +383,29 @@ def exit_status(events: list[dict[str, Any]]) -> tuple[int | None, str | None] |
     return (code if isinstance(code, int) else None, sig if isinstance(sig, str) else None)
 
 
-def cgroup_oom_kills(events: list[dict[str, Any]]) -> int:
+def cgroup_oom_kills(events: list[Event]) -> int:
     """OOM kills in the sandbox's own memory cgroup during the run, as its supervisor counted."""
-    exit_event = next((e for e in events if e["event"] == "exit"), None) or {}
-    kills = exit_event.get("oom_kills")
+    exit_event = next((e for e in events if e["event"] == "exit"), None)
+    kills = exit_event.get("oom_kills") if exit_event is not None else None
     return kills if isinstance(kills, int) else 0
 
 
-def fingerprint_tvm(facts: dict[str, Any] | None) -> dict[str, Any] | None:
+def fingerprint_tvm(facts: Fingerprint | None) -> TvmFacts | None:
     """A result's `tvm`: the environment's version, pins and build facts from its fingerprint."""
     if not facts:
         return None
-    return {k: facts[k] for k in ("version", "libinfo", "packages", "python", "commit")
-            if k in facts}
+    tvm: TvmFacts = {}
+    if "version" in facts:
+        tvm["version"] = facts["version"]
+    if "libinfo" in facts:
+        tvm["libinfo"] = facts["libinfo"]
+    if "packages" in facts:
+        tvm["packages"] = facts["packages"]
+    if "python" in facts:
+        tvm["python"] = facts["python"]
+    if "commit" in facts:
+        tvm["commit"] = facts["commit"]
+    return tvm
 
 
 def rlimit_names(limits: Limits) -> dict[str, int]:

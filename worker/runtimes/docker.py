@@ -24,7 +24,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Hashable
-from typing import Any, cast
+from typing import cast
 
 import docker
 import docker.errors
@@ -40,6 +40,7 @@ from worker.runtimes.base import (
     EVENTS_READ_CAP,
     CancelCheck,
     Execution,
+    Fingerprint,
     Limits,
     SandboxJob,
     cancelled_before_start,
@@ -109,7 +110,7 @@ class DockerRuntime:
         self.owner = process_token()
         self._images: dict[str, str] = {}
         self._harness: dict[str, str | None] = {}  # image id -> its harness digest label
-        self._fingerprints: dict[str, dict[str, Any]] = {}  # image id -> what its TVM has
+        self._fingerprints: dict[str, Fingerprint] = {}  # image id -> what its TVM has
         self.pool: WarmPool[DockerSandbox] | None = None
         self.served: dict[str, Environment] = {}  # the pool's environments, by id
         self.reserved: Reserved[DockerSandbox] = Reserved()
@@ -348,14 +349,14 @@ class DockerRuntime:
         """The events file, read back through the engine: at most EVENTS_READ_CAP bytes."""
         return read_archived(self.client.api, container_id, EVENTS_FILE, EVENTS_READ_CAP)
 
-    def fingerprint(self, env: Environment) -> dict[str, Any]:
+    def fingerprint(self, env: Environment) -> Fingerprint:
         """What the TVM of env's image has (as a provisioned environment's fingerprint says)."""
         image_id = self.image_id(env)
         if image_id not in self._fingerprints:
             self._fingerprints[image_id] = self._probe(env)
         return self._fingerprints[image_id]
 
-    def _probe(self, env: Environment) -> dict[str, Any]:
+    def _probe(self, env: Environment) -> Fingerprint:
         from worker.provision import TVM_FACTS_PROBE
 
         job = SandboxJob(f"fingerprint-{env.id}-{time.time_ns()}", "fingerprint", env,
@@ -373,7 +374,7 @@ class DockerRuntime:
             if container_id:
                 self._remove(container_id)
         try:
-            facts: dict[str, Any] = json.loads(output.decode().strip().splitlines()[-1])
+            facts: Fingerprint = json.loads(output.decode().strip().splitlines()[-1])
         except (ValueError, IndexError) as exc:
             raise RuntimeFault(f"TVM in image {env.image} does not import: {output[-2000:]!r}"
                                ) from exc

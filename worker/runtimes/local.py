@@ -37,6 +37,7 @@ from worker.provision import collect_builds, in_use, provision, read_fingerprint
 from worker.runtimes.base import (
     CancelCheck,
     Execution,
+    Fingerprint,
     Limits,
     SandboxJob,
     cancelled_before_start,
@@ -114,7 +115,7 @@ class LocalRuntime:
             os.chmod(rundir / "in", 0o755)
         return rundir
 
-    def fingerprint(self, env: Environment) -> dict[str, Any]:
+    def fingerprint(self, env: Environment) -> Fingerprint:
         """env's fingerprint, provisioning it here first if it is missing or stale."""
         return provision(self.settings, env)
 
