@@ -29,6 +29,7 @@ from service.jobs import JobService  # noqa: E402
 from tvmrepro.cases import parse_case  # noqa: E402
 from tvmrepro.environments import default_catalog  # noqa: E402
 from tvmrepro.settings import Settings  # noqa: E402
+from tvmrepro.settling import finish_run  # noqa: E402
 from worker.provision import provision  # noqa: E402
 from worker.runner import run_variant, storable  # noqa: E402
 from worker.runtimes import make_runtime  # noqa: E402
@@ -44,7 +45,7 @@ def store_real_runs(settings: Settings, service: JobService, answer: dict[str, A
         env = default_catalog().get(run["environment"])
         result = storable(run_variant(case, run["variant"], env, runtime, run["id"]))
         service.store.claim(run["id"], "bench:1", 3, 5.0, lambda _claimer: False)
-        service.store.finish(run["id"], result)
+        finish_run(service.store, answer["id"], run["id"], result)
 
 
 def main() -> None:

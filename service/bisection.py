@@ -50,15 +50,10 @@ def start_bisect(store: Store, catalog: Catalog, publish: Publish, case: Case,
     return job.id
 
 
-def read_bisect(store: Store, catalog: Catalog, publish: Publish,
-                job: JobRow) -> tuple[JobRow, Bisection | None]:
-    """The job (read again if a late step added runs) and its bisect object."""
-    found, added = current(store, job, catalog)
-    if added:
-        publish(added)
-    if found is None:
-        return job, None
-    return (store.job(job.id) or job), Bisection.model_validate(found)
+def read_bisect(store: Store, job: JobRow) -> Bisection | None:
+    """The job's bisect object as its last step stored it (None: no step stored one yet)."""
+    found = current(store, job)
+    return Bisection.model_validate(found) if found is not None else None
 
 
 def bisect_status(status: JobStatus, bisect: Bisection | None) -> JobStatus:

@@ -55,6 +55,7 @@ from tvmrepro.queue import broker_ping, make_celery, publish_run
 from tvmrepro.results import Result, Status
 from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.settings import Settings
+from tvmrepro.settling import finish_run, submit
 from tvmrepro.store import Store, open_store
 from tvmrepro.tracker.known import KnownIssue, likely_duplicates, result_bug_signature
 from tvmrepro.tracker.sweep import previous_environment, stored_cases
@@ -234,7 +235,7 @@ class JobService:
                      case=case.model_dump(mode="json", exclude_defaults=True),
                      environments=[env.id for env in envs], variants=variants,
                      bypass_cache=request.bypass_cache, created_at=now)
-        self.store.submit(job, runs, self.settings.max_queued_runs)
+        submit(self.store, job, runs, self.settings.max_queued_runs)
         self._publish([run for run in runs if run.state == RunState.QUEUED])
         view = self.job(job_id)
         assert view is not None  # stored just above
@@ -280,19 +281,17 @@ class JobService:
     # Reading ------------------------------------------------------------------
 
     def job(self, job_id: str) -> JobView | None:
-        """A job with its runs and matrix (its comparisons read, never computed here), or None."""
+        """A job with its runs and matrix, or None: read only (no GET writes to the store; what a
+        dead worker left is settled by the recovery sweep, worker/recovery.py)."""
         job = self.store.job(job_id)
         if job is None:
             return None
         if job.kind in (JobKind.TRIAGE, JobKind.SWEEP):
             return parts_view(self.store, job, _iso(job.created_at))
-        job, bisect = (read_bisect(self.store, self.catalog, self._publish, job)
-                       if job.kind == "bisect" else (job, None))
+        bisect = read_bisect(self.store, job) if job.kind == JobKind.BISECT else None
+        # Stored by the job's last finisher (tvmrepro.settling); one that died leaves them to
+        # the recovery sweep, and until then the job reads without them.
         comparisons, symbols = job.comparisons, job.symbols
-        if (comparisons is None or symbols is None) and job.finished:
-            # Finished before comparisons and symbol traces were stored (a store made by an
-            # older version), or its last finisher died in between: made now, once, and stored.
-            comparisons, symbols = self.store.settle(job.id) or (None, None)
         runs = [_run_view(run) for run in job.runs]
         status = bisect_status(job_status(job.runs), bisect)
         reduce, extract = read_narrowing(self.store, job, status)
@@ -374,7 +373,7 @@ class JobService:
             result = Result(environment=run.environment, variant=run.variant,
                             status=Status.INFRA_ERROR, error_type="Cancelled",
                             message="cancelled before it finished", signature="Cancelled")
-            cancelled += self.store.finish(run.id, result)
+            cancelled += finish_run(self.store, run.job_id, run.id, result)
         return Cancelled(id=job_id, cancelled_runs=cancelled)
 
     def health(self) -> Health:

@@ -1,7 +1,7 @@
 """The compare matrix: variants x environments, signature groups, and where variants' IR parts.
 
 The comparisons are not made here: they are computed once, when a job's last run is
-stored, and read with the job (tvmrepro.comparisons, Store.settle).
+stored, and read with the job (tvmrepro.comparisons, tvmrepro.settling).
 """
 
 from __future__ import annotations

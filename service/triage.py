@@ -16,6 +16,7 @@ from tvmrepro.errors import BadInput
 from tvmrepro.lifecycle import JobKind
 from tvmrepro.models import JobView
 from tvmrepro.rows import JobRow, RunRow
+from tvmrepro.settling import submit_jobs
 from tvmrepro.store import Store
 from tvmrepro.store_triages import TriageReportRow, insert_triage_reports
 from tvmrepro.tracker.importing import ImportedReport
@@ -63,7 +64,7 @@ def store_parts(store: Store, parent: JobRow, parts: list[Part], envs: list[Envi
                                 bypass_cache=parent.bypass_cache, created_at=parent.created_at),
                          make_runs(run_job, case, envs, parent.created_at)))
         rows.append(TriageReportRow(ordinal=index, report=item, run_job=run_job))
-    store.submit_jobs(jobs, cap, partial(insert_triage_reports, job_id=parent.id, rows=rows))
+    submit_jobs(store, jobs, cap, partial(insert_triage_reports, job_id=parent.id, rows=rows))
     return [run for _, runs in jobs for run in runs]
 
 

@@ -8,6 +8,9 @@
     bench/           measures the rest: may import all of it (and the tests' browser);
                      nothing imports bench/ or tests/
 No module imports another's private (underscored) name: what a sibling needs is public.
+The store (tvmrepro/store*.py) is persistence only: it imports no bisection, narrowing or
+comparison logic (the job layer settles jobs and calls it). No module of service/, worker/,
+tvmrepro/ or cli/ is over MAX_MODULE_LINES lines, and no function over MAX_FUNCTION_LINES.
 """
 
 from __future__ import annotations
@@ -82,3 +85,76 @@ def test_the_check_sees_a_private_import(tmp_path: Path, monkeypatch: pytest.Mon
     module = tmp_path / "bad.py"
     module.write_text("from cli.output import _hidden, shown\n")
     assert private_imports(module) == ["bad.py imports _hidden from cli.output"]
+
+
+# The domain logic the store must not import: bisections, narrowings (reduce, extract), the
+# comparisons and symbol traces of a finished job, and the job layer that settles them.
+STORE_FORBIDDEN = ("tvmrepro.bisect", "tvmrepro.narrowing", "tvmrepro.comparisons",
+                   "tvmrepro.symbols", "tvmrepro.settling", "tvmrepro.oracles",
+                   "tvmrepro.suspects", "tvmrepro.reduce_report")
+SIZED = ("service", "worker", "tvmrepro", "cli")
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 50
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Dotted names a module imports (`from tvmrepro import schema` gives tvmrepro.schema)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def store_violations(root: Path) -> list[str]:
+    """'module imports name' for each logic module a store module imports."""
+    return [f"{path.relative_to(root)} imports {name}"
+            for path in sorted((root / "tvmrepro").glob("store*.py"))
+            for name in sorted(imported_modules(path))
+            if name.startswith(STORE_FORBIDDEN)]
+
+
+def test_the_store_imports_no_domain_logic() -> None:
+    assert sorted((REPO / "tvmrepro").glob("store*.py"))  # the rule checks something
+    assert store_violations(REPO) == []
+
+
+def test_the_check_sees_the_store_import_logic(tmp_path: Path) -> None:
+    (tmp_path / "tvmrepro").mkdir()
+    (tmp_path / "tvmrepro" / "store_x.py").write_text(
+        "from tvmrepro import bisection\nfrom tvmrepro.comparisons import compare\n"
+        "from tvmrepro.rows import JobRow\n")
+    assert store_violations(tmp_path) == [
+        "tvmrepro/store_x.py imports tvmrepro.bisection",
+        "tvmrepro/store_x.py imports tvmrepro.comparisons",
+        "tvmrepro/store_x.py imports tvmrepro.comparisons.compare"]
+
+
+def oversized(path: Path, root: Path) -> list[str]:
+    """The module if it is over MAX_MODULE_LINES, and each function over MAX_FUNCTION_LINES."""
+    text = path.read_text()
+    name = path.relative_to(root)
+    found = ([f"{name}: {len(text.splitlines())} lines"]
+             if len(text.splitlines()) > MAX_MODULE_LINES else [])
+    for node in ast.walk(ast.parse(text, str(path))):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            if lines > MAX_FUNCTION_LINES:
+                found.append(f"{name}:{node.lineno} {node.name}: {lines} lines")
+    return found
+
+
+@pytest.mark.parametrize("package", SIZED)
+def test_no_module_or_function_is_too_long(package: str) -> None:
+    assert [hit for path in sorted((REPO / package).rglob("*.py"))
+            for hit in oversized(path, REPO)] == []
+
+
+def test_the_check_sees_a_long_function(tmp_path: Path) -> None:
+    module = tmp_path / "long.py"
+    body = "".join(f"    x{n} = {n}\n" for n in range(MAX_FUNCTION_LINES))
+    module.write_text(f"def short():\n    pass\n\n\ndef long():\n{body}")
+    assert oversized(module, tmp_path) == [f"long.py:5 long: {MAX_FUNCTION_LINES + 1} lines"]

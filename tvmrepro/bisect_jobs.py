@@ -4,8 +4,10 @@ The API starts a bisect job; after each run of it is stored, the worker that
 stored it advances it: the bisect object is computed again and stored once,
 and the binary strategy adds its next probes as new runs. Runs served from
 the cache finish at once, so a step keeps going until a probe waits for a
-worker or the bisection is finished. Both sides call this module; whoever
-publishes the runs it returns is the caller's business.
+worker or the bisection is finished. A worker that dies between storing a
+result and the step leaves it to the recovery sweep (`stalled`); a read never
+takes a step. Both sides call this module; whoever publishes the runs it
+returns is the caller's business.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from tvmrepro.environments import Catalog
 from tvmrepro.lifecycle import RunState, cache_key
 from tvmrepro.oracles import parse_oracle
 from tvmrepro.rows import JobRow, RunRow
+from tvmrepro.settling import submit
 from tvmrepro.store import QueueFull, Store
 from tvmrepro.store_bisections import BisectionStep, BisectionUpdate
 
@@ -128,7 +131,7 @@ def start(store: Store, job: JobRow, case: Case, options: Options, catalog: Cata
     store.save_bisection(job.id, dataclasses.asdict(options))
     ordered = [e for e in options.environments if e in first]
     try:
-        store.submit(job.model_copy(update={"environments": ordered}), runs, cap)
+        submit(store, job.model_copy(update={"environments": ordered}), runs, cap)
     except QueueFull:
         store.forget_bisection(job.id)
         raise
@@ -136,15 +139,16 @@ def start(store: Store, job: JobRow, case: Case, options: Options, catalog: Cata
     return queued + advance(store, job.id, catalog)
 
 
-def current(store: Store, job: JobRow, catalog: Catalog) -> tuple[dict[str, Any] | None,
-                                                                  list[RunRow]]:
-    """A bisect job's stored object, advanced first if a finished run was never seen (its
-    worker died between storing the result and the step); and the runs that step added."""
+def current(store: Store, job: JobRow) -> dict[str, Any] | None:
+    """A bisect job's stored object, as its last step left it: read only. A finished run
+    that no step saw (its worker died between storing the result and the step) is caught up
+    by the recovery sweep (`stalled`), not by a read."""
     row = store.bisection(job.id)
-    if row is None:
-        return None, []
-    done = sum(r.done for r in job.runs)
-    if row["result"] is not None and row["seen"] == done:
-        return row["result"], []
-    added = advance(store, job.id, catalog)
-    return (store.bisection(job.id) or {}).get("result"), added
+    return row["result"] if row is not None else None
+
+
+def stalled(store: Store, catalog: Catalog, before: float) -> list[RunRow]:
+    """Advance every bisect job that has finished runs no step saw (not updated since
+    `before`); the new runs that wait for a worker, to publish."""
+    return [run for job_id in store.stalled_bisections(before)
+            for run in advance(store, job_id, catalog)]

@@ -245,15 +245,11 @@ def initial_probes(options: Options) -> list[str]:
     return first
 
 
-def evaluate(options: Options, observations: list[Observation]) -> tuple[dict[str, Any], list[str]]:
-    """The bisect object (CONTRACT.md) for these runs, and the environments to probe next."""
-    oracle = parse_oracle(options.oracle)
-    envs = options.environments
-    probes = group_probes(envs, observations)
-    ref_env, ref_run = pick_reference(oracle, probes, options.reference)
-    # A chosen reference judges the others only once its own run is in.
-    waiting = oracle.needs_reference and options.reference is not None and ref_run is None
-    too_slow: list[str] = []  # the oracle's error, once it exceeded its budget
+def judge_probes(oracle: Oracle, probes: dict[str, Probe],
+                 ref_run: dict[str, Any] | None) -> list[str]:
+    """Give each finished probe its verdict; the oracle's error if it exceeded its budget
+    (every verdict then `skip`, those given before it too)."""
+    too_slow: list[str] = []
 
     def verdict_of(result: dict[str, Any]) -> Verdict:
         # A pattern that ran out of time once is not tried again in this evaluation: each
@@ -267,12 +263,24 @@ def evaluate(options: Options, observations: list[Observation]) -> tuple[dict[st
             return Verdict.SKIP
 
     for probe in probes.values():
-        if probe.done and not waiting:
+        if probe.done:
             probe.verdict = combine([verdict_of(run.result or {}) for run in probe.runs])
-    if too_slow:  # verdicts given before the pattern ran out of time are not kept either
+    if too_slow:
         for probe in probes.values():
             if probe.verdict is not None:
                 probe.verdict = Verdict.SKIP
+    return too_slow
+
+
+def evaluate(options: Options, observations: list[Observation]) -> tuple[dict[str, Any], list[str]]:
+    """The bisect object (CONTRACT.md) for these runs, and the environments to probe next."""
+    oracle = parse_oracle(options.oracle)
+    envs = options.environments
+    probes = group_probes(envs, observations)
+    ref_env, ref_run = pick_reference(oracle, probes, options.reference)
+    # A chosen reference judges the others only once its own run is in.
+    waiting = oracle.needs_reference and options.reference is not None and ref_run is None
+    too_slow = [] if waiting else judge_probes(oracle, probes, ref_run)
     upcoming = (next_probes(envs, probes)
                 if options.strategy == "binary" and not waiting and not too_slow else [])
     pending = [p for p in probes.values() if not p.done]

@@ -1,7 +1,7 @@
 """Where two runs' IR parts: the first pass after which it differs, and the diff after it.
 
 A job's comparisons (in each environment, its first variant against every other)
-are computed once, when the job's last run is stored (`Store.finish`), and stored
+are computed once, when the job's last run is stored (tvmrepro.settling), and stored
 with the job: reading a job never diffs IR. A comparison between the same two
 results in the same cells is stored already when a job's runs came from the cache
 (`reusable`): it is copied, not computed again. `compare` also answers

@@ -13,6 +13,7 @@ import time
 from tvmrepro.results import Result, Status
 from tvmrepro.rows import RunRow
 from tvmrepro.settings import variable_name
+from tvmrepro.settling import finish_run
 from tvmrepro.store import Store
 
 
@@ -28,4 +29,5 @@ def expired_result(run: RunRow, expiry_s: float) -> Result:
 def expire_waiting(store: Store, expiry_s: float) -> int:
     """End every run of the queue that has waited longer than `expiry_s`; how many it ended."""
     stale = store.waiting_since(time.time() - expiry_s)
-    return sum(store.finish(run.id, expired_result(run, expiry_s)) for run in stale)
+    return sum(finish_run(store, run.job_id, run.id, expired_result(run, expiry_s))
+               for run in stale)

@@ -137,9 +137,7 @@ class Window:
             "from_commit": self.from_commit, "to_commit": self.to_commit,
             "commits": len(self.commits), "open_ended": self.open_ended,
             "compare_url": self.compare_url, "picked": len(self.picked), "history": history}
-        if self.missing:
-            found["missing"] = self.missing
-        return found
+        return found | ({"missing": self.missing} if self.missing else {})
 
 
 class History(Protocol):
@@ -175,9 +173,7 @@ def _when(date: str) -> float:
 
 def short_id(commit_id: str | None) -> str | None:
     """A wheel's commit id without git-describe's `g` (`g7b5acb32b` -> `7b5acb32b`)."""
-    if not commit_id:
-        return None
-    match = _SHORT.match(commit_id.strip())
+    match = _SHORT.match(commit_id.strip()) if commit_id else None
     return match[1].lower() if match else None
 
 

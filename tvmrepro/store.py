@@ -8,30 +8,27 @@ can never give a run a second result (`finish` returns False for it).
 
 from __future__ import annotations
 
-import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from pydantic import BaseModel
 from sqlalchemy.engine import Connection
 
 from tvmrepro import schema as t
-from tvmrepro.comparisons import job_comparisons, job_pairs, reusable
 from tvmrepro.errors import ReproError
 from tvmrepro.lifecycle import CACHED_STATUSES, UNCACHED_SIGNATURES, Action, Claim, RunState
-from tvmrepro.models import Comparison
 from tvmrepro.results import Result
 from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.store_bisections import BisectionRows
 from tvmrepro.store_known_issues import KnownIssueRows
 from tvmrepro.store_triages import TriageRows, run_jobs_of_triages
 from tvmrepro.store_workers import WorkerRegistry
-from tvmrepro.symbols import SymbolTrace, symbol_traces
 
-log = logging.getLogger(__name__)
-Settled = tuple[list[Comparison], list[SymbolTrace]]  # what a finished job stores once
+# A finished job's comparisons and symbol traces, as made by the job layer (tvmrepro.settling).
+Compared = tuple[Sequence[BaseModel], Sequence[BaseModel]]
 
 
 class QueueFull(ReproError):
@@ -70,15 +67,15 @@ class Store(WorkerRegistry, BisectionRows, KnownIssueRows, TriageRows):
         self.submit_jobs([(job, new_runs)], cap)
 
     def submit_jobs(self, jobs: list[tuple[JobRow, list[RunRow]]], cap: int,
-                    then: Callable[[Connection], None] | None = None) -> None:
-        """Store jobs and their runs (and what `then` writes) in one transaction, or raise
-        QueueFull storing nothing: a triage's run jobs are admitted together."""
+                    then: Callable[[Connection], None] | None = None,
+                    settled: Mapping[str, Compared] | None = None) -> None:
+        """Store jobs and their runs (and what `then` writes, and the comparisons `settled`
+        holds of jobs finished as they are stored: served whole from the cache) in one
+        transaction, or raise QueueFull storing nothing: a triage's run jobs are admitted
+        together."""
         new_runs = [run for _, runs in jobs for run in runs]
         waiting_new = any(run.state == RunState.QUEUED for run in new_runs)
-        # A job whose every run came from the cache is finished as stored, its comparisons
-        # with it.
-        settled = [(job, self._compared(job.model_copy(update={"runs": runs})), len(runs))
-                   for job, runs in jobs if runs and all(run.done for run in runs)]
+        counts = {job.id: len(runs) for job, runs in jobs}
         with self._write() as conn:
             # Locks the admission row: concurrent submissions count and insert one at a time.
             conn.execute(t.admission.update().where(t.admission.c.id == 1)
@@ -88,8 +85,8 @@ class Store(WorkerRegistry, BisectionRows, KnownIssueRows, TriageRows):
             conn.execute(t.jobs.insert(), [job.columns() for job, _ in jobs])
             if new_runs:
                 conn.execute(t.runs.insert(), [run.columns() for run in new_runs])
-            for job, found, count in settled:
-                self._insert_comparisons(conn, job.id, found, count)
+            for job_id, found in (settled or {}).items():
+                self._insert_comparisons(conn, job_id, found, counts[job_id])
             if then is not None:
                 then(conn)
 
@@ -291,7 +288,8 @@ class Store(WorkerRegistry, BisectionRows, KnownIssueRows, TriageRows):
                      row["environment"], row["deliveries"] + (action is Action.RUN))
 
     def finish(self, run_id: str, result: Result) -> bool:
-        """Store a run's result unless it already has one; True when this call stored it."""
+        """Store a run's result unless it already has one; True when this call stored it. A
+        finished job's comparisons are the job layer's to make (tvmrepro.settling.finish_run)."""
         data = result.to_json()
         log = data.pop("log")
         passes = data.pop("passes")
@@ -302,8 +300,6 @@ class Store(WorkerRegistry, BisectionRows, KnownIssueRows, TriageRows):
                 .values(state=RunState.DONE.value, result_id=run_id, finished_at=time.time()))
             if stored.rowcount != 1:
                 return False
-            job_id = conn.execute(sa.select(t.runs.c.job_id)
-                                  .where(t.runs.c.id == run_id)).scalar_one()
             conn.execute(t.results.insert().values(
                 run_id=run_id, status=data["status"], stage=data["stage"],
                 signature=data["signature"], data=data, created_at=time.time()))
@@ -313,43 +309,31 @@ class Store(WorkerRegistry, BisectionRows, KnownIssueRows, TriageRows):
                     {"run_id": run_id, "idx": p["index"], "name": p["name"],
                      "seconds": p["seconds"], "functions": p["functions"], "ir": p["ir"]}
                     for p in passes])
-        # After the commit: the diffs and symbol traces are not made while holding the write
-        # lock. A finisher that dies or fails here leaves them to the job's next read (settle).
-        try:
-            self.settle(job_id)
-        except Exception:
-            log.exception("comparing the runs of job %s failed; its next read compares them", job_id)
         return True
 
-    def settle(self, job_id: str) -> Settled | None:
-        """A finished job's comparisons and symbol traces: stored ones, else made once and
-        stored (None: the job is unknown or not finished)."""
-        # Every finish asks: a count answers "not yet" without reading the job's runs.
-        unfinished = (sa.select(sa.func.count()).select_from(t.runs)
-                      .where(t.runs.c.job_id == job_id, t.runs.c.state != RunState.DONE.value))
+    def unfinished_count(self, job_id: str) -> int:
+        """How many of a job's runs have no result yet (without reading them)."""
+        query = (sa.select(sa.func.count()).select_from(t.runs)
+                 .where(t.runs.c.job_id == job_id, t.runs.c.state != RunState.DONE.value))
         with self.engine.connect() as conn:
-            if conn.execute(unfinished).scalar_one():
-                return None
-        job = self.job(job_id)
-        if job is None or not job.finished:
-            return None
-        if job.comparisons is not None and job.symbols is not None:
-            return job.comparisons, job.symbols
-        found = self._compared(job)
+            return int(conn.execute(query).scalar_one())
+
+    def store_comparisons(self, job_id: str, found: Compared, runs: int,
+                          replace: bool = False) -> None:
+        """Store a finished job's comparisons and symbol traces, made from `runs` runs, unless
+        another finisher stored them first; those made from fewer runs (and, with `replace`,
+        any) are dropped first."""
         lock = sa.select(t.jobs.c.id).where(t.jobs.c.id == job_id).with_for_update()
+        stale = sa.true() if replace else t.comparisons.c.runs < runs
         with self._write() as conn:
             conn.execute(lock)  # finishers of one job's last runs store them one at a time
-            # Stale ones; and all of them when an older version stored them without symbols.
-            stale = (t.comparisons.c.runs < len(job.runs) if job.comparisons is None
-                     else sa.true())
             conn.execute(t.comparisons.delete().where(t.comparisons.c.job_id == job_id, stale))
             if conn.execute(sa.select(t.comparisons.c.job_id)
                             .where(t.comparisons.c.job_id == job_id)).first() is None:
-                self._insert_comparisons(conn, job_id, found, len(job.runs))
-        return found
+                self._insert_comparisons(conn, job_id, found, runs)
 
     @staticmethod
-    def _insert_comparisons(conn: Connection, job_id: str, found: Settled, runs: int) -> None:
+    def _insert_comparisons(conn: Connection, job_id: str, found: Compared, runs: int) -> None:
         comparisons, symbols = found
         conn.execute(t.comparisons.insert().values(
             job_id=job_id, data={
@@ -357,28 +341,26 @@ class Store(WorkerRegistry, BisectionRows, KnownIssueRows, TriageRows):
                 "symbols": [trace.model_dump(mode="json") for trace in symbols]},
             runs=runs, created_at=time.time()))
 
-    def _compared(self, job: JobRow) -> Settled:
-        """A finished job's comparisons and symbol traces, made once (its last run stored)."""
-        source = job.case.get("source") or job.case.get("script") or ""
-        symbols = symbol_traces([{"variant": run.variant, "environment": run.environment,
-                                  **(run.result or {})} for run in job.runs], source)
-        return self._comparisons(job), symbols
-
-    def _comparisons(self, job: JobRow) -> list[Comparison]:
-        """A job's comparisons: those its results' own jobs stored reused, the others diffed."""
-        pairs = job_pairs(job)
-        if not pairs:
-            return []
-        wanted = {result_id for _, a, _, b in pairs for result_id in (a, b)}
-        query = sa.select(t.runs.c.id, t.runs.c.job_id).where(t.runs.c.id.in_(wanted),
-                                                              t.runs.c.job_id != job.id)
+    def jobs_of_results(self, result_ids: set[str], other_than: str) -> dict[str, str]:
+        """Result id -> the job of the run that made it, for those made by another job."""
+        query = sa.select(t.runs.c.id, t.runs.c.job_id).where(t.runs.c.id.in_(result_ids),
+                                                              t.runs.c.job_id != other_than)
         with self.engine.connect() as conn:
-            made_by = {run_id: job_id for run_id, job_id in conn.execute(query)}
-        # A result id is the id of the run that made it: that run's job compared the pair.
-        sources = {made_by[a] for _, a, _, b in pairs
-                   if a in made_by and made_by.get(b) == made_by[a]}
-        jobs = [source for job_id in sorted(sources) if (source := self.job(job_id, False))]
-        return job_comparisons(job, self.passes, reusable(jobs))
+            return {run_id: job_id for run_id, job_id in conn.execute(query)}
+
+    def unsettled_jobs(self, since: float, until: float) -> list[str]:
+        """Jobs whose runs are all done, the last finished in [since, until), that have no
+        comparisons made from as many runs (the recovery sweep settles them)."""
+        done = sa.func.sum(sa.case((t.runs.c.state == RunState.DONE.value, 1), else_=0))
+        last = sa.func.max(t.runs.c.finished_at)
+        query = (sa.select(t.runs.c.job_id, sa.func.count(), t.comparisons.c.runs)
+                 .outerjoin(t.comparisons, t.comparisons.c.job_id == t.runs.c.job_id)
+                 .group_by(t.runs.c.job_id, t.comparisons.c.runs)
+                 .having(done == sa.func.count(), last >= since, last < until)
+                 .order_by(t.runs.c.job_id))
+        with self.engine.connect() as conn:
+            return [job_id for job_id, runs, compared in conn.execute(query)
+                    if compared != runs]
 
     def unfinished(self, environments: list[str]) -> list[RunRow]:
         """Queued and running runs of these environments (the recovery sweep reads them)."""

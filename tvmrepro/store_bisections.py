@@ -55,6 +55,20 @@ class BisectionRows(StoreBase):
             row = conn.execute(query).mappings().first()
         return dict(row) if row else None
 
+    def stalled_bisections(self, before: float) -> list[str]:
+        """Bisect jobs with finished runs their stored object has not seen, the newest finished
+        before `before` (its worker died between storing the result and the step)."""
+        runs = t.runs.c
+        done = (sa.select(sa.func.count()).where(runs.job_id == t.bisections.c.job_id,
+                                                 runs.state == RunState.DONE.value)
+                .scalar_subquery())
+        last = (sa.select(sa.func.max(runs.finished_at)).where(runs.job_id == t.bisections.c.job_id)
+                .scalar_subquery())
+        query = (sa.select(t.bisections.c.job_id).where(t.bisections.c.seen != done, last < before)
+                 .order_by(t.bisections.c.job_id))
+        with self.engine.connect() as conn:
+            return list(conn.execute(query).scalars())
+
     def advance_bisection(self, job_id: str, step: BisectionStep) -> list[RunRow]:
         """Apply `step` to a bisect job and store what it adds (the job's environments follow),
         its bisect object and `seen`; the added runs (none: no bisection, or nothing new).
@@ -62,7 +76,7 @@ class BisectionRows(StoreBase):
         The step judges runs (a regex oracle reads their text), so it runs on the job as read,
         outside every transaction; its update is stored under the bisections row's lock only
         if the job still has the runs it saw (compare and set), else the step runs again. A job
-        still moving after ADVANCE_ATTEMPTS is left to its next finisher or reader."""
+        still moving after ADVANCE_ATTEMPTS is left to its next finisher or the recovery sweep."""
         for _ in range(ADVANCE_ATTEMPTS):
             row = self.bisection(job_id)
             job = self.job(job_id) if row is not None else None

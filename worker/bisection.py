@@ -20,6 +20,6 @@ def after_run(app: Celery, store: Store, job_id: str) -> None:
         for run in advance(store, job_id, default_catalog()):
             publish_run(app, run.id, run.environment, run.timeout_s)
     except Exception:
-        # The run's result is stored; the next reader of the job (the API) advances the
-        # bisection, and the recovery sweep publishes runs stored but not published.
+        # The run's result is stored; the recovery sweep takes the step (and publishes runs
+        # stored but not published).
         log.exception("advancing the bisection of job %s failed", job_id)

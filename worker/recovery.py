@@ -13,7 +13,9 @@ looks, in the job store, at the unfinished runs of the environments it serves:
 Those are published again. A duplicate message is harmless: the task claims the
 run in the store first and drops it when it is done or held by a live process.
 Every sweep also ends the runs of any environment that have waited longer than
-`wait_expiry_s` (tvmrepro.expiry: a read of a job never writes them).
+`wait_expiry_s` (tvmrepro.expiry), and settles what a finisher that died left undone: the
+comparisons of a job whose last run it stored (tvmrepro.settling), the step of a bisection
+that has finished runs it never saw (tvmrepro.bisect_jobs). A read of a job never does these.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from typing import Any
 
 from celery import Celery, bootsteps
 
+from tvmrepro.bisect_jobs import stalled
+from tvmrepro.environments import default_catalog
 from tvmrepro.expiry import expire_waiting
 from tvmrepro.lifecycle import RunState
 from tvmrepro.liveness import claimer_gone, process_token
@@ -36,6 +40,7 @@ from tvmrepro.queue import (
 )
 from tvmrepro.rows import RunRow
 from tvmrepro.settings import Settings
+from tvmrepro.settling import settle_finished
 from tvmrepro.store import Store
 
 log = logging.getLogger(__name__)
@@ -43,6 +48,8 @@ SETTLE_S = 2.0  # a message this young may be on its way to a worker: not yet mi
 # A run whose pool process died is handed back by Celery itself within WORKER_LOST_WAIT_S;
 # the sweep steps in only when that did not happen (the whole worker died).
 HANDBACK_S = WORKER_LOST_WAIT_S + 8.0
+# A run stored this recently may have its finisher still settling its job: not yet left undone.
+FINISHER_GRACE_S = 30.0
 
 
 def record_heartbeat(app: Celery, store: Store, environments: list[str]) -> None:
@@ -61,6 +68,7 @@ class Sweeper:
         self.worker_id = process_token()
         self.gone_since: dict[str, float] = {}  # "run/claimer" -> when it was first seen dead
         self.unqueued: set[str] = set()  # waiting runs the last sweep found no message for
+        self.settled_until = 0.0  # jobs finished before it were settled by an earlier sweep
         # No pool: the main process forks pool processes, which must inherit no connection.
         self.store = Store(settings.store_url, pooled=False)
 
@@ -104,11 +112,21 @@ class Sweeper:
         self.unqueued = unqueued - {row.id for row in lost}
         return lost
 
+    def settle_left(self) -> None:
+        """Settle what finishers that died left: comparisons of jobs finished since the last
+        sweep, and bisection steps never taken (their next probes published)."""
+        until = time.time() - FINISHER_GRACE_S
+        settle_finished(self.store, self.settled_until, until)
+        self.settled_until = until
+        for run in stalled(self.store, default_catalog(), until):
+            publish_run(self.app, run.id, run.environment, run.timeout_s)
+
     def tick(self) -> None:
         """One sweep; a failure is logged and the next tick tries again."""
         try:
             record_heartbeat(self.app, self.store, self.environments)
             expire_waiting(self.store, self.settings.wait_expiry_s)  # never published again
+            self.settle_left()
             lost = self.lost_runs()
             for row in lost:  # in the lane of its time limit, as when it was submitted
                 publish_run(self.app, row.id, row.environment, row.timeout_s)

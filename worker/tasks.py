@@ -35,6 +35,7 @@ from tvmrepro.narrowing_jobs import narrowing
 from tvmrepro.queue import RUN_TASK, worker_concurrency
 from tvmrepro.results import Result, Status
 from tvmrepro.settings import Settings
+from tvmrepro.settling import finish_run
 from tvmrepro.store import Store
 from tvmrepro.stored_ir import within_job_ir_cap
 from worker.bisection import after_run
@@ -181,13 +182,14 @@ def finish(ctx: WorkerContext, claim: Claim, result: Result) -> bool:
     refuses becomes the run's infra_error with the reason."""
     try:
         kept = within_job_ir_cap(ctx.store, claim.job_id, result, ctx.settings.job_ir_cap)
-        return ctx.store.finish(claim.run_id, kept)
+        return finish_run(ctx.store, claim.job_id, claim.run_id, kept)
     except sa.exc.OperationalError:
         raise  # the store is away: retried by the task
     except Exception as exc:
         log.exception("the store refused the result of run %s", claim.run_id)
         reason = f"the store refused the result: {type(exc).__name__}: {str(exc)[:500]}"
-        return ctx.store.finish(claim.run_id, infra_error(claim, "StoreError", reason))
+        return finish_run(ctx.store, claim.job_id, claim.run_id,
+                          infra_error(claim, "StoreError", reason))
 
 
 @shared_task(name=RUN_TASK, bind=True, autoretry_for=(sa.exc.OperationalError,),

@@ -28,6 +28,7 @@ from tests.service.stack import api_in_thread
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import Environment
 from tvmrepro.results import Log, PassRecord, Result, Status
+from tvmrepro.settling import finish_run
 from worker.runner import run_variant
 from worker.runtimes.local import LocalRuntime
 
@@ -45,7 +46,7 @@ def crafted_job(tmp_path: Path) -> Iterator[tuple[str, str]]:
             "case": {"title": EVIL, "script": "print(1)\n"}, "environments": [NEW_ENV],
             "wait": True}).json()
         run = job["runs"][0]
-        service.store.finish(run["id"], Result(
+        finish_run(service.store, job["id"], run["id"], Result(
             environment=NEW_ENV, variant=run["variant"], status=Status.ERROR, stage=EVIL,
             error_type=EVIL, message=EVIL, signature=EVIL, rewrites=[EVIL], reproducer=EVIL,
             passes=[PassRecord(index=0, name=EVIL, seconds=0.1, functions=[], ir=EVIL)],

@@ -23,6 +23,7 @@ from service.jobs import JobService
 from tests.conftest import NEW_ENV
 from tests.service.stack import api_in_thread
 from tvmrepro.results import FunctionInfo, PassRecord, Result, Status
+from tvmrepro.settling import finish_run
 
 SYMBOL = "fused_attention_gv"
 STEP_NUMBER = re.compile(r"\bstep \d|\(\d\)")  # a pass numbered any other way
@@ -51,11 +52,11 @@ def finished(url: str, service: JobService) -> str:
     job: dict[str, Any] = httpx.post(f"{url}/api/v1/jobs", json={
         "case": case, "environments": [NEW_ENV], "wait": True}).json()
     once, twice = job["runs"]
-    service.store.finish(once["id"], Result(
+    finish_run(service.store, job["id"], once["id"], Result(
         environment=NEW_ENV, variant="once", status=Status.ERROR, stage="vm_init",
         error_type="InternalError", message=f"Cannot find function {SYMBOL}",
         passes=_passes(["FuseTIR", "LambdaLift", "AllocateWorkspace"], ["a", "b", "c"])))
-    service.store.finish(twice["id"], Result(
+    finish_run(service.store, job["id"], twice["id"], Result(
         environment=NEW_ENV, variant="twice", status=Status.ERROR,
         stage="pass:3:AllocateWorkspace", error_type="InternalError", message="Check failed",
         passes=_passes(["FuseTIR", "LambdaLift", "FuseTIR"], ["a", "b", "d"])))

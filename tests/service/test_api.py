@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from tvmrepro.environments import default_catalog
 from tvmrepro.queue import queue_length
 from tvmrepro.results import Result
 from tvmrepro.settings import Settings
+from tvmrepro.settling import finish_run, settle_finished
 
 SMALL_LIMIT = 64 * 1024
 
@@ -204,7 +206,7 @@ def test_a_finished_job_shows_the_comparisons_stored_with_it(
     service: JobService = app.extensions["tvmrepro"]
     for run in answer["runs"]:  # what a worker stores: each variant leaves its own IR
         service.store.claim(run["id"], "test:1", 3, 5.0, lambda _claimer: False)
-        service.store.finish(run["id"], Result.model_validate({
+        finish_run(service.store, answer["id"], run["id"], Result.model_validate({
             "environment": run["environment"], "variant": run["variant"], "status": "ok",
             "passes": [{"index": n, "name": f"P{n}", "seconds": 0.0, "functions": [], "ir": ir}
                        for n, ir in enumerate(["same", run["variant"]])]}))
@@ -217,9 +219,14 @@ def test_a_finished_job_shows_the_comparisons_stored_with_it(
     with service.store.engine.begin() as conn:
         conn.execute(schema.comparisons.update().values(data={"comparisons": [], "symbols": []}))
     assert client.get(url).get_json()["matrix"]["comparisons"] == []
-    # A job finished before comparisons were stored gets them on its first read, stored.
+    # A job whose last finisher died before storing them reads without them, stored by the
+    # recovery sweep (tvmrepro.settling.settle_finished), never by a read.
     with service.store.engine.begin() as conn:
         conn.execute(schema.comparisons.delete())
+    assert client.get(url).get_json()["matrix"]["comparisons"] == []
+    with service.store.engine.connect() as conn:
+        assert conn.execute(schema.comparisons.select()).all() == []
+    assert settle_finished(service.store, 0.0, time.time() + 1) == 1
     assert client.get(url).get_json()["matrix"]["comparisons"] == done["matrix"]["comparisons"]
     with service.store.engine.connect() as conn:
         assert len(conn.execute(schema.comparisons.select()).all()) == 1

@@ -20,6 +20,7 @@ from tvmrepro import schema
 from tvmrepro.environments import default_catalog
 from tvmrepro.results import Result
 from tvmrepro.settings import Settings
+from tvmrepro.settling import finish_run
 
 
 @pytest.fixture
@@ -65,7 +66,7 @@ def finish(app: Flask, client: FlaskClient, answer: dict[str, Any],
     for run in answer["runs"]:
         service.store.claim(run["id"], "test:1", 3, 5.0, lambda _claimer: False)
         passes = ir(run["variant"], run["environment"], release)
-        service.store.finish(run["id"], Result.model_validate({
+        finish_run(service.store, answer["id"], run["id"], Result.model_validate({
             "environment": run["environment"], "variant": run["variant"], "status": "ok",
             "passes": [{"index": n, "name": f"P{n}", "seconds": 0.0, "functions": [], "ir": text}
                        for n, text in enumerate(passes)]}))

@@ -14,6 +14,7 @@ from tvmrepro.queue import make_celery
 from tvmrepro.results import Result
 from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.settings import Settings
+from tvmrepro.settling import finish_run
 from tvmrepro.store import Store
 
 
@@ -32,7 +33,7 @@ def stored_job(store: Store, case: Case, results: list[Result]) -> str:
                         or case.variant_names,
                         created_at=now), runs, cap=100)
     for run, result in zip(runs, results, strict=True):
-        assert store.finish(run.id, result)
+        assert finish_run(store, job_id, run.id, result)
     return job_id
 
 

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from tvmrepro import schema as t
 from tvmrepro.results import Result, Status
 from tvmrepro.rows import JobRow, RunRow
+from tvmrepro.settling import finish_run, submit
 from tvmrepro.store import Action, QueueFull, RunState, Store
 
 CAP = 30
@@ -147,10 +148,10 @@ def test_comparisons_are_stored_when_the_last_run_is(store: Store) -> None:
     store.submit(job, [once, twice], cap=CAP)
     for run in (once, twice):
         store.claim(run.id, "h:1", 3, 5.0, never_gone)
-    store.finish(once.id, with_passes("once", "a", "b\nold\n"))
+    finish_run(store, job.id, once.id, with_passes("once", "a", "b\nold\n"))
     half = store.job(job.id)
     assert half is not None and half.comparisons is None
-    store.finish(twice.id, with_passes("twice", "a", "b\nnew\n", "c"))
+    finish_run(store, job.id, twice.id, with_passes("twice", "a", "b\nnew\n", "c"))
     done = store.job(job.id)
     assert done is not None and done.comparisons is not None
     (found,) = done.comparisons
@@ -166,12 +167,12 @@ def test_a_job_served_from_the_cache_is_compared_at_once(store: Store) -> None:
     store.submit(job, runs, cap=CAP)
     for run, irs in zip(runs, [("x",), ("y",)], strict=True):
         store.claim(run.id, "h:1", 3, 5.0, never_gone)
-        store.finish(run.id, with_passes(run.variant, *irs))
+        finish_run(store, job.id, run.id, with_passes(run.variant, *irs))
     again, _ = two_variant_job()
     cached = [run.model_copy(update={"id": uuid.uuid4().hex, "job_id": again.id,
                                      "state": RunState.DONE, "cached": True, "result_id": run.id})
               for run in runs]
-    store.submit(again, cached, cap=CAP)
+    submit(store, again, cached, cap=CAP)
     stored = store.job(again.id)
     assert stored is not None and stored.comparisons is not None
     assert stored.comparisons[0].first_differing_pass is not None

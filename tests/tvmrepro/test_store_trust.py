@@ -23,6 +23,7 @@ from tvmrepro.environments import default_catalog
 from tvmrepro.oracles import OracleTooSlow, Verdict, judge, parse_oracle
 from tvmrepro.results import Result, Status
 from tvmrepro.rows import JobRow
+from tvmrepro.settling import finish_run, settle
 from tvmrepro.store import Store
 from tvmrepro.store_bisections import BisectionUpdate
 from tvmrepro.symbols import MAX_SYMBOLS
@@ -181,10 +182,10 @@ def test_symbol_traces_are_made_once_when_the_last_run_is_stored_and_capped(stor
     names = [f"fused_{n}_gv" for n in range(3 * MAX_SYMBOLS)]
     for run in (once, twice):
         store.claim(run.id, "h:1", 3, 5.0, never_gone)
-    store.finish(once.id, naming("once", names))
+    finish_run(store, job.id, once.id, naming("once", names))
     half = store.job(job.id)
     assert half is not None and half.symbols is None  # not while a run is unfinished
-    store.finish(twice.id, naming("twice", names))
+    finish_run(store, job.id, twice.id, naming("twice", names))
     done = store.job(job.id)
     assert done is not None and done.symbols is not None
     assert [t.symbol for t in done.symbols][::2] == names[:MAX_SYMBOLS]
@@ -200,12 +201,12 @@ def test_a_job_settled_by_an_older_version_gets_its_symbols_once(store: Store) -
     store.submit(job, runs, cap=CAP)
     for run in runs:
         store.claim(run.id, "h:1", 3, 5.0, never_gone)
-        store.finish(run.id, naming(run.variant, ["f_gv"]))
+        finish_run(store, job.id, run.id, naming(run.variant, ["f_gv"]))
     with store.write() as conn:  # comparisons alone, as a list: what an older version stored
         conn.execute(t.comparisons.update().values(data=[]))
     old = store.job(job.id)
     assert old is not None and old.comparisons == [] and old.symbols is None
-    settled = store.settle(job.id)
+    settled = settle(store, job.id)
     assert settled is not None and [trace.symbol for trace in settled[1]] == ["f_gv", "f_gv"]
     now = store.job(job.id)
     assert now is not None and now.symbols == settled[1]
