@@ -44,7 +44,7 @@ from tvmrepro.settings import Settings
 
 if TYPE_CHECKING:
     from cli.remote import ApiClient
-    from tvmrepro.models import JobView
+    from tvmrepro.models import Bisection, BisectTransition, JobView
     from worker.runtimes.base import Runtime
 
 CLI_FIELDS = {"variant": "--variant", "environments": "--env", "reference": "--reference",
@@ -55,20 +55,18 @@ Tick = Callable[[int, int], None]
 
 
 def _run_one(case: Case, options: Options, env: Environment, runtime: Runtime) -> Observation:
-    from worker.runner import run_variant
+    from worker.runner import oracle_view, run_variant
 
     run_id = uuid.uuid4().hex
-    result = run_variant(case, options.variant, env, runtime, run_id=run_id).to_json()
-    log = result.pop("log")
-    result.pop("passes")
-    result["log_text"] = f"{log['stdout']}\n{log['stderr']}"  # what regex: reads
-    return Observation(env.id, run_id, result)
+    result = run_variant(case, options.variant, env, runtime, run_id=run_id)
+    return Observation(env.id, run_id, oracle_view(result))
 
 
 def bisect_locally(case: Case, options: Options, runtime_name: str, tick: Tick,
-                   history: History | None = None) -> dict[str, Any]:
+                   history: History | None = None) -> Bisection:
     """Run the probes here (in parallel), round after round, and judge them; with a history,
     each transition gets its commit window and suspects."""
+    from tvmrepro.models import Bisection
     from worker.runtimes import make_runtime
 
     settings = Settings.from_env()
@@ -99,12 +97,14 @@ def bisect_locally(case: Case, options: Options, runtime_name: str, tick: Tick,
                 found, todo = evaluate(options, observed)
     finally:
         runtime.close()
-    firsts: dict[str, dict[str, Any]] = {}
+    firsts: dict[str, Observation] = {}
     for obs in observed:
-        firsts.setdefault(obs.environment, obs.result or {})
+        firsts.setdefault(obs.environment, obs)
     commits = {env_id: facts.get("commit") for env_id, facts in fingerprints.items()}
-    return annotate(evaluate(options, observed)[0], firsts.get, _case_json(case), history,
-                    commits)
+    return Bisection.model_validate(annotate(
+        evaluate(options, observed)[0],
+        lambda env_id: (firsts[env_id].result or {}) if env_id in firsts else None,
+        _case_json(case), history, commits))
 
 
 def _case_json(case: Case) -> dict[str, Any]:
@@ -120,11 +120,11 @@ def chosen_history(flag: str | None) -> History | None:
         raise BadInput("--history" if flag else "TVMREPRO_TVM_HISTORY", exc.problem) from exc
 
 
-def annotate_remote(client: ApiClient, job_id: str, found: dict[str, Any], case: Case,
-                    history: History) -> dict[str, Any]:
+def annotate_remote(client: ApiClient, job_id: str, found: Bisection, case: Case,
+                    history: History) -> Bisection:
     """A service's bisect object given windows and suspects here, from this history: the
     failing runs' results and logs are read back from the service."""
-    firsts = {p["environment"]: p["runs"][0] for p in found.get("probes") or [] if p["runs"]}
+    firsts = {p.environment: p.runs[0] for p in found.probes if p.runs}
 
     def result_of(env_id: str) -> dict[str, Any] | None:
         if env_id not in firsts:
@@ -136,7 +136,8 @@ def annotate_remote(client: ApiClient, job_id: str, found: dict[str, Any], case:
             result["log_text"] = f"{log.get('stdout', '')}\n{log.get('stderr', '')}"
         return result
 
-    return annotate(found, result_of, _case_json(case), history)
+    return found.model_validate(annotate(found.model_dump(mode="json"), result_of,
+                                         _case_json(case), history))
 
 
 def _reserve(runtime: Runtime, case: Case, envs: list[Environment], repeat: int) -> None:
@@ -147,7 +148,7 @@ def _reserve(runtime: Runtime, case: Case, envs: list[Environment], repeat: int)
 
 
 def bisect_remotely(case: Case, options: Options, server: str | None, tick: Tick,
-                    as_json: bool = False, queue: bool = False) -> tuple[str, dict[str, Any]]:
+                    as_json: bool = False, queue: bool = False) -> tuple[str, Bisection | None]:
     """Submit a bisect job (to --server, or the service that find_service finds) and wait for
     its answer; the job id and the bisect object."""
     from cli.remote import connect, resumable
@@ -172,54 +173,54 @@ def bisect_remotely(case: Case, options: Options, server: str | None, tick: Tick
 
 
 def bisect_on_up(case: Case, options: Options, runtime_name: str, tick: Tick, as_json: bool,
-                 history: History | None) -> dict[str, Any] | None:
+                 history: History | None) -> Bisection | None:
     """The bisection as a job of a live `tvmrepro up` on this home whose worker serves every
     release asked for (its zygotes have TVM imported; the cache bypassed, as a run here would
     be), annotated from `history`; None when there is no such `up` or it refused."""
     from cli.remote import connect, on_warm_up
 
-    def on(url: str) -> dict[str, Any]:
+    def on(url: str) -> Bisection | None:
         job_id, found = bisect_remotely(case, dataclasses.replace(options, bypass_cache=True),
                                         url, tick, as_json)
-        return found if history is None else annotate_remote(connect(url), job_id, found, case,
-                                                             history)
+        if found is None or history is None:
+            return found
+        return annotate_remote(connect(url), job_id, found, case, history)
 
     return on_warm_up(runtime_name, options.environments, on)
 
 
-def follow_bisect(client: ApiClient, job: JobView, tick: Tick) -> dict[str, Any]:
-    """Poll a bisect job until it is finished, telling `tick` its progress; its bisect object."""
+def follow_bisect(client: ApiClient, job: JobView, tick: Tick) -> Bisection | None:
+    """Poll a bisect job until it is finished, telling `tick` its progress; its bisect object
+    (None: the service gave none)."""
     while True:
-        found = job.bisect.model_dump(mode="json") if job.bisect else {}
-        if "progress" in found:
-            tick(found["progress"]["done"], found["progress"]["total"])
+        found = job.bisect
+        if found is not None:
+            tick(found.progress.done, found.progress.total)
         if job.status.finished:
             return found
         time.sleep(POLL_S)
         job = client.job(job.id)
 
 
-def bisect_view(found: dict[str, Any], title: str) -> Table:
+def bisect_view(found: Bisection, title: str) -> Table:
     """The probes as a table, the transitions and the verdict as its caption."""
     table = Table(title=shown(title))
     for column in ("environment", "verdict", "status", "stage", "signature"):
         table.add_column(column, overflow="fold")
-    for probe in found["probes"]:
-        style = _VERDICT_STYLE.get(probe["verdict"], "")
-        status_style = STATUS_STYLE.get(probe["status"] or "", "")
-        table.add_row(plain(probe["environment"]), plain(probe["verdict"], style),
-                      plain(probe["status"], status_style),
-                      plain(probe["stage"] or ""), plain(probe["signature"] or ""))
+    for probe in found.probes:
+        style = _VERDICT_STYLE.get(probe.verdict, "")
+        status_style = STATUS_STYLE.get(probe.status or "", "")
+        table.add_row(plain(probe.environment), plain(probe.verdict, style),
+                      plain(probe.status, status_style),
+                      plain(probe.stage or ""), plain(probe.signature or ""))
     lines = []
-    for t in found["transitions"]:
-        lines.append(shown(f"{t['before']} ({t['from']}) -> {t['after']} ({t['to']})"
-                           + (f", candidates: {', '.join(t['candidates'])}"
-                              if t["candidates"] else "")
-                           + (f", not probed (outside the range): "
-                              f"{', '.join(t['not_in_range'])}" if t.get("not_in_range") else "")))
-    lines.append(shown(f"verdict: {found['verdict']} (oracle {found['oracle']}"
-                       + (f", reference {found['reference']}" if found.get("reference") else "")
-                       + ")"))
+    for t in found.transitions:
+        lines.append(shown(f"{t.before} ({t.from_}) -> {t.after} ({t.to})"
+                           + (f", candidates: {', '.join(t.candidates)}" if t.candidates else "")
+                           + (f", not probed (outside the range): {', '.join(t.not_in_range)}"
+                              if t.not_in_range else "")))
+    lines.append(shown(f"verdict: {found.verdict} (oracle {found.oracle}"
+                       + (f", reference {found.reference}" if found.reference else "") + ")"))
     table.caption = "\n".join(lines)
     return table
 
@@ -273,32 +274,32 @@ def bisect(case_file: Path, variant: str | None, env_ids: tuple[str, ...], devic
     with probe_progress(as_json) as tick:
         on_up = None if not local or cold else bisect_on_up(case, options, runtime_name, tick,
                                                             as_json, known)
+        found: Bisection | None
         if on_up is not None:
             found = on_up
         elif local:
             found = bisect_locally(case, options, runtime_name, tick, known)
         else:
             job_id, found = bisect_remotely(case, options, server, tick, as_json, queue)
-            if known is not None:
+            if known is not None and found is not None:
                 from cli.remote import connect
 
                 found = annotate_remote(connect(server), job_id, found, case, known)
     show_bisect(found, case.title or case_file.name, as_json)
 
 
-def window_lines(change: dict[str, Any], top: int = 3) -> list[str]:
+def window_lines(change: BisectTransition, top: int = 3) -> list[str]:
     """A transition's commit window and its best suspects, in a few lines."""
-    span = change.get("window")
+    span = change.window
     if not span:
         return []
-    lines = [f"  window: {span['commits']} commits"
-             + (f" ({span['picked']} already in the earlier release)" if span.get("picked")
-                else "") + (f", {span['compare_url']}" if span.get("compare_url") else "")]
-    if span.get("open_ended"):
-        lines.append(f"  open-ended: {span.get('missing')}")
-    for n, suspect in enumerate((change.get("suspects") or [])[:top], 1):
-        lines.append(f"  suspect {n}: {suspect['score']:.2f} {suspect['subject']} "
-                     f"{suspect['url']}")
+    lines = [f"  window: {span.commits} commits"
+             + (f" ({span.picked} already in the earlier release)" if span.picked else "")
+             + (f", {span.compare_url}" if span.compare_url else "")]
+    if span.open_ended:
+        lines.append(f"  open-ended: {span.missing}")
+    for n, suspect in enumerate((change.suspects or [])[:top], 1):
+        lines.append(f"  suspect {n}: {suspect.score:.2f} {suspect.subject} {suspect.url}")
     return lines
 
 
@@ -311,20 +312,20 @@ def probe_progress(as_json: bool) -> Iterator[Tick]:
         yield lambda done, total: progress.update(task, completed=done, total=total)
 
 
-def show_bisect(found: dict[str, Any], title: str, as_json: bool) -> None:
+def show_bisect(found: Bisection | None, title: str, as_json: bool) -> None:
     """A bisection's answer: the table of probes, or the bisect object as JSON."""
-    if not found:
+    if found is None:
         raise BadInput("job", "the service answered without a bisect object")
     if as_json:
-        print_json(found)
+        print_json(found.model_dump(mode="json"))
         return
     console = Console(width=max(Console().width, 140))
     console.print(bisect_view(found, title))
     # Each transition's commit window and best suspects, below the table (URLs unwrapped).
-    for change in found["transitions"]:
+    for change in found.transitions:
         lines = window_lines(change)
         if lines:
-            console.print(shown(f"{change['before']} -> {change['after']}:"), soft_wrap=True)
+            console.print(shown(f"{change.before} -> {change.after}:"), soft_wrap=True)
         for line in lines:
             console.print(shown(line), soft_wrap=True, highlight=False)
 

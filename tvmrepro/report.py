@@ -295,10 +295,8 @@ def render_report(job: JobView, catalog: Catalog | None = None) -> str:
              *_matrix_table(job.matrix), "",
              f"{how}: {title}, job {code_span(job.id)} (status `{job.status.value}`) on "
              f"{len(job.environments)} pinned TVM environment(s).", ""]
-    # The bisect section is shared with local bisections, which have no job: it reads JSON.
-    lines += (render_bisect(job.model_dump(mode="json", by_alias=True), catalog)
-              + render_reduce(job.model_dump(mode="json"))
-              + render_extract(job.model_dump(mode="json")))
+    lines += (render_bisect(job.bisect, job.runs, job.case, catalog)
+              + render_reduce(job.reduce, job.case) + render_extract(job.extract))
     sections = [("Errors (cells with the same signature grouped)", _errors(job)),
                 ("Reproduce without tvm-repro", _reproducers(job, catalog)),
                 ("The functions the error names, pass by pass", _symbols(job)),

@@ -30,105 +30,29 @@ import ast
 import json
 import uuid
 from collections.abc import Iterator
-from typing import NamedTuple, TypedDict, cast
+from typing import cast
 
 from tvmrepro.cases import JSON_MODULE_SOURCE, Case, parse_case
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.narrowing import EXTRACTED_VARIANT, CaseRun, Extracted
 from tvmrepro.results import Result, Status
+from worker.extract_steps import (
+    BuildFields,
+    BuildOptions,
+    CaseData,
+    Checked,
+    PassSpec,
+    Recorded,
+    Step,
+    checked,
+)
 from worker.runner import assemble_result, harness_case, run_variant
-from worker.runtimes.base import Event, Runtime, SandboxJob
+from worker.runtimes.base import Runtime, SandboxJob
+from worker.runtimes.events import Event
 
 _MODULE_STAGES = ("build", "vm_init")
 _FAILED = (Status.ERROR, Status.CRASH, Status.TIMEOUT, Status.OOM)
-
-
-class BuildOptions(TypedDict, total=False):
-    """A build's options as the script gave them (harness/extract.py's `_build_options`)."""
-
-    exec_mode: str
-    relax_pipeline: str
-    tir_pipeline: str
-    unnamed: list[str]  # those given as Pass objects, which a case cannot carry
-
-
-class Step(TypedDict, total=False):
-    """A step the script's run recorded (an `extract_step`, `extract_child` or `extract_inner`
-    event, with its `extract_module` parse-back merged in): a top-level pass or a build, the
-    module that entered it, and for a pipeline the passes run directly inside it."""
-
-    index: int
-    kind: str
-    name: str
-    link: int | None  # the step whose output entered this one
-    args: dict[str, object]
-    dropped_args: list[str]
-    resolvable: bool  # a case can name it as a pass
-    children: list[Step]
-    opt_level: int
-    config: dict[str, object]
-    options: BuildOptions
-    target: str | None
-    ir: str
-    ir_json: str
-    defined_as: list[str]
-    well_formed: bool
-    parse_error: str
-
-
-class PassSpec(TypedDict):
-    """A pass with arguments, as a case's variant names it."""
-
-    name: str
-    args: dict[str, object]
-
-
-class BuildFields(TypedDict, total=False):
-    """What a case keeps of the script's build: its options and its PassContext config."""
-
-    exec_mode: str
-    relax_pipeline: str
-    tir_pipeline: str
-    pass_config: dict[str, object]
-
-
-class CaseData(BuildFields, total=False):
-    """An extracted case as parse_case takes it, with the fallbacks module_forms chooses from
-    when its module does not parse back (`parse_error` and those after it)."""
-
-    title: str
-    source: str
-    module: str
-    variants: list[dict[str, object]]
-    target: str | None
-    opt_level: int
-    entry: None
-    timeout_s: int
-    memory_mb: int
-    module_json: str
-    parse_error: str
-    start_step: list[int | str]  # [index ("inner" for the innermost pass), name]
-    script_module: list[str]  # [class name, its source]
-
-
-class Checked(TypedDict, total=False):
-    """The harness's check of one source (`checked` events): whether it parses, and the module
-    printed back."""
-
-    ok: bool
-    reason: str
-    well_formed: bool
-    source: str
-
-
-class Recorded(NamedTuple):
-    """The script's run in extract mode: its result, its recorded steps, and the innermost
-    pass that raised."""
-
-    result: Result
-    steps: list[Step]
-    inner: Step | None
 
 
 class CannotExtract(BadInput):
@@ -459,15 +383,3 @@ def check_sources(data: CaseData, env: Environment, runtime: Runtime,
     got = [checked(e) for e in execution.events if e["event"] == "checked"]
     missing: Checked = {"ok": False, "reason": "the check did not finish"}
     return got + [missing] * (len(sources) - len(got))
-
-
-def checked(event: Event) -> Checked:
-    """A `checked` event's verdict on its source."""
-    verdict: Checked = {"ok": bool(event.get("ok"))}
-    if "reason" in event:
-        verdict["reason"] = event["reason"]
-    if "well_formed" in event:
-        verdict["well_formed"] = event["well_formed"]
-    if "source" in event:
-        verdict["source"] = event["source"]
-    return verdict

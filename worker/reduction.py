@@ -30,7 +30,7 @@ from tvmrepro.narrowing import DEFAULT_BUDGET_S, DEFAULT_ORACLE, ProgressEvent, 
 from tvmrepro.oracles import Verdict, judge, parse_oracle
 from tvmrepro.results import FAILING, Result
 from worker import candidates
-from worker.extraction import Checked, checked
+from worker.extract_steps import Checked, checked
 from worker.runner import harness_case, oracle_view, run_variant
 from worker.runtimes.base import Runtime, SandboxJob
 

@@ -19,7 +19,8 @@ from pydantic import ValidationError
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
 from tvmrepro.results import FunctionInfo, Log, PassRecord, Result, Status
-from worker.runtimes.base import Event, Execution, Runtime, SandboxJob
+from worker.runtimes.base import Execution, Runtime, SandboxJob
+from worker.runtimes.events import Event
 
 # How a run that ended without a result event reads, by why it ended.
 _KILLED_BY_US = "the run exceeded its time limit of {limit} s and was killed"

@@ -18,6 +18,7 @@ from tvmrepro.environments import default_catalog
 from tvmrepro.escaping import code_block, code_span, table_cell, visible, visible_line
 from tvmrepro.lifecycle import JobStatus, RunState
 from tvmrepro.models import (
+    Bisection,
     Cell,
     CellRef,
     Comparison,
@@ -27,6 +28,7 @@ from tvmrepro.models import (
     RunView,
     SignatureGroup,
 )
+from tvmrepro.narrowing import Extraction, Reduction
 from tvmrepro.reduce_report import render_extract, render_reduce
 from tvmrepro.report import render_report
 from tvmrepro.reproducer import reproducer
@@ -79,21 +81,24 @@ def crafted_sections() -> str:
                                "candidates": [EVIL]}],
               "verdict": "changed", "first_changed": EVIL, "last_before_change": EVIL,
               "reference": EVIL, "strategy": "all", "repeat": 1,
-              "progress": {"done": 1, "total": 2}}
-    runs = [{"environment": ENVS[0], "result": {"tvm": {"version": EVIL, "libinfo": {EVIL: "ON"}}}}]
+              "progress": {"done": 1, "total": 2}, "finished": False}
+    runs = [RunView(id="r0", variant="v", environment=ENVS[0], state=RunState.DONE, cached=False,
+                    deliveries=1, result={"tvm": {"version": EVIL, "libinfo": {EVIL: "ON"}}})]
     case = {"source": EVIL, "variants": [{"name": "v", "passes": [EVIL]}]}
-    reduced = {"state": "done", "variant": "v", "environment": ENVS[0], "oracle": EVIL,
-               "signature": EVIL, "steps": 3, "runs": 4, "finished": True, "case": case,
-               "before": {"passes": 1, "lines": 2}, "after": {"passes": 1, "lines": 1}}
-    extracted = {"state": "done", "environment": ENVS[0], "stage": EVIL, "case": case,
-                 "reproduces": False, "notes": [EVIL],
+    asked = {"variant": "v", "environment": ENVS[0], "oracle": EVIL, "budget_s": 900}
+    reduced = {**asked, "state": "done", "signature": EVIL, "steps": 3, "runs": 4,
+               "finished": True, "case": case, "before": {"passes": 1, "lines": 2},
+               "after": {"passes": 1, "lines": 1}}
+    extracted = {"state": "done", "environment": ENVS[0], "at": "chain", "stage": EVIL,
+                 "case": case, "reproduces": False, "notes": [EVIL],
                  "case_run": {"status": EVIL, "stage": EVIL}}
-    lines = (render_bisect({"bisect": bisect, "runs": runs, "case": case})
-             + render_reduce({"case": case, "reduce": reduced})
-             + render_extract({"extract": extracted})
-             + render_reduce({"reduce": {"state": "running",
-                                         "progress": {"phase": EVIL, "what": EVIL}}})
-             + render_extract({"extract": {"state": "failed", "error": EVIL}}))
+    running = {**asked, "state": "running", "progress": {"phase": EVIL, "what": EVIL}}
+    failed = {"state": "failed", "environment": ENVS[0], "at": "chain", "error": EVIL}
+    lines = (render_bisect(Bisection.model_validate(bisect), runs, case)
+             + render_reduce(Reduction.model_validate(reduced), case)
+             + render_extract(Extraction.model_validate(extracted))
+             + render_reduce(Reduction.model_validate(running), {})
+             + render_extract(Extraction.model_validate(failed)))
     return "\n".join(lines)
 
 

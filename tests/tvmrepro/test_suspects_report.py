@@ -11,6 +11,7 @@ from markdown_it import MarkdownIt
 from tests.tvmrepro.test_suspects import STORED, suspects_of
 from tvmrepro.bisect_report import render_bisect
 from tvmrepro.environments import Catalog
+from tvmrepro.models import Bisection
 
 
 def report_of(*changes: dict[str, Any]) -> str:
@@ -18,8 +19,9 @@ def report_of(*changes: dict[str, Any]) -> str:
     envs = [e for c in changes for e in (c["before"], c["after"])]
     found = {"oracle": "failure", "environments": envs, "variant": "v", "probes": [],
              "transitions": list(changes), "verdict": "non_monotonic", "strategy": "all",
-             "repeat": 1, "progress": {"done": 2, "total": 2}, "reference": None}
-    return "\n".join(render_bisect({"bisect": found, "runs": [], "case": {}}, Catalog(())))
+             "repeat": 1, "progress": {"done": 2, "total": 2}, "reference": None,
+             "finished": True}
+    return "\n".join(render_bisect(Bisection.model_validate(found), [], {}, Catalog(())))
 
 
 def test_the_report_names_the_window_links_compare_and_the_top_three() -> None:
@@ -63,8 +65,11 @@ def test_the_command_lists_the_window_and_three_suspects_below_its_table(
     from cli.bisect import show_bisect
 
     change = suspects_of(STORED["transitions"][2])
-    show_bisect({"probes": [], "transitions": [change], "verdict": "changed",
-                 "oracle": "output"}, "case", as_json=False)
+    found = {"probes": [], "transitions": [change], "verdict": "changed", "oracle": "output",
+             "environments": [change["before"], change["after"]], "variant": "v",
+             "strategy": "all", "repeat": 1, "progress": {"done": 2, "total": 2},
+             "finished": True}
+    show_bisect(Bisection.model_validate(found), "case", as_json=False)
     text = capsys.readouterr().out
     assert "  window: 35 commits, https://github.com/apache/tvm/compare/" in text
     assert "  open-ended: the later release's commit fa3a688fb is newer" in text

@@ -44,17 +44,15 @@ from worker.runtimes.base import (
     Limits,
     SandboxJob,
     cancelled_before_start,
-    cgroup_oom_kills,
-    exit_status,
     fingerprint_tvm,
     handover_bytes,
     new_key,
     signal_name,
-    verified_events,
     wait_cancellable,
 )
 from worker.runtimes.docker_config import EVENTS_FILE, container_config, harness_command, isolation
 from worker.runtimes.docker_io import OutputReader, read_archived, write_stdin
+from worker.runtimes.events import cgroup_oom_kills, exit_status, verified_events
 from worker.runtimes.pool import Reserved, WarmPool, warm_at_start
 
 RUN_LABEL, JOB_LABEL = "tvmrepro.run", "tvmrepro.job"

@@ -31,12 +31,11 @@ from worker.runtimes.base import (
     Execution,
     Limits,
     SandboxJob,
-    exit_status,
     handover_bytes,
-    verified_events,
     wait_cancellable,
 )
 from worker.runtimes.cgroup import RunCgroup
+from worker.runtimes.events import exit_status, verified_events
 from worker.runtimes.syscalls import sandbox_rules
 
 READY_TIMEOUT_S = 300  # importing TVM on a loaded machine; past it the sandbox is a fault
