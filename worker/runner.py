@@ -306,7 +306,7 @@ def assemble_result(job: SandboxJob, ex: Execution) -> Result:
         passes=passes,
         tvm=dict(ex.tvm) if ex.tvm is not None else None,
         seconds=seconds,
-        isolation=ex.isolation,
+        isolation=dict(ex.isolation),
         log=Log(stdout=ex.stdout, stderr=ex.stderr, truncated=ex.truncated),
         **fields,
     ))

@@ -16,6 +16,7 @@ from tvmrepro.environments import Environment
 from tvmrepro.settings import DEFAULT_MEMORY_MB, MAX_TIMEOUT_S, Settings
 from worker.runtimes.events import Event
 from worker.runtimes.gpu import wants_gpu
+from worker.runtimes.isolation import Isolation, LimitsSummary
 
 HARNESS_TIMEOUT_GRACE_S = 5  # CPU time beyond the wall-clock limit (RLIMIT_CPU is the backstop)
 FILE_SIZE_CAP = 512 << 20  # largest file a run may write (RLIMIT_FSIZE / ulimit fsize)
@@ -50,14 +51,6 @@ class TvmFacts(TypedDict, total=False):
     packages: dict[str, str]
     python: str
     commit: str | None
-
-
-class LimitsSummary(TypedDict):
-    """What a result's `isolation` says of a sandbox's limits."""
-
-    memory_mb: int
-    timeout_s: int
-    pids: int
 
 
 def never_cancelled() -> bool:
@@ -162,7 +155,7 @@ class Execution:
     stderr: str = ""
     truncated: bool = False
     seconds: float = 0.0
-    isolation: dict[str, Any] = field(default_factory=dict)
+    isolation: Isolation = field(default_factory=Isolation)
     # What the runtime knows of the environment's TVM (its fingerprint), never what the run says.
     tvm: TvmFacts | None = None
 
@@ -238,7 +231,7 @@ class CancelCheck:
         return self.seen
 
 
-def cancelled_before_start(isolation: dict[str, Any]) -> Execution:
+def cancelled_before_start(isolation: Isolation) -> Execution:
     """A run whose job was cancelled before its sandbox took the case: nothing ran."""
     return Execution(events=[], returncode=None, cancelled=True, isolation=isolation)
 

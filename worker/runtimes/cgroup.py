@@ -26,11 +26,11 @@ import signal
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import psutil
 
 from tvmrepro.liveness import pid_alive
+from worker.runtimes.isolation import CgroupSummary, Isolation
 
 log = logging.getLogger(__name__)
 CGROUP_FS = Path("/sys/fs/cgroup")
@@ -150,7 +150,7 @@ class RunCgroup:
             removed &= _rmdir(directory, deadline)
         return removed
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> CgroupSummary:
         """What a result's isolation says of it."""
         return {"version": self.version, "memory_mb": self.memory_mb, "pids": self.pids_max,
                 "cpu": f"shares={CPU_SHARES}" if self.version == 1 else f"weight={CPU_WEIGHT}"}
@@ -272,7 +272,7 @@ class Cgroups:
         for parent in self.parents.values():
             _remove_tree(parent)
 
-    def isolation(self) -> dict[str, Any]:
+    def isolation(self) -> Isolation:
         """What a result's isolation says when the run got no cgroup."""
         return {"cgroup": None, "cgroup_reason": self.reason or "none made for this run"}
 

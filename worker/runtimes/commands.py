@@ -13,12 +13,12 @@ import os
 import resource
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from images import HARNESS_DIR
 from tvmrepro.environments import Environment
 from worker.runtimes.base import Limits, rlimit_setter
 from worker.runtimes.gpu import gpu_bwrap_options
+from worker.runtimes.isolation import Isolation
 from worker.runtimes.sandbox import SHARED_MOUNTS, args_fd, seccomp_fd
 from worker.runtimes.uids import SANDBOX_UID_RANGE
 
@@ -84,7 +84,7 @@ class SandboxCommands:
     def __init__(self, bwrap: str | None, unshare: str | None) -> None:
         self.bwrap, self.unshare = bwrap, unshare
 
-    def isolation(self) -> dict[str, Any]:
+    def isolation(self) -> Isolation:
         """What this runtime can apply on this machine."""
         if self.bwrap:
             kind = "bwrap"

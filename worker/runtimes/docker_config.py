@@ -15,6 +15,7 @@ from docker.types import DeviceRequest, DriverConfig, LogConfig, Mount, Ulimit
 from tvmrepro.settings import Settings
 from worker.runtimes.base import PTYS_MAX, TMPFS_INODES, Limits, SandboxJob
 from worker.runtimes.commands import sandbox_environ
+from worker.runtimes.isolation import Isolation
 from worker.runtimes.syscalls import docker_profile
 
 SANDBOX_USER = "10001:10001"  # made by the image recipes
@@ -99,7 +100,7 @@ def container_config(client: docker.DockerClient, job: SandboxJob, settings: Set
 
 
 def isolation(job: SandboxJob, settings: Settings, image_id: str,
-              harness: str | None) -> dict[str, Any]:
+              harness: str | None) -> Isolation:
     """A run's `isolation` record: the container's flags and limits, its image and harness."""
     limits = Limits.of(job, settings)
     return {"runtime": "docker", "sandbox": "container", "network": "none",

@@ -22,6 +22,7 @@ import subprocess
 from functools import cache
 
 from tvmrepro.environments import Environment
+from worker.runtimes.isolation import Isolation
 
 # The nodes the CUDA driver opens: control, one per GPU, unified memory (and its tools node).
 DEVICE_NODE_PATTERNS = ("/dev/nvidiactl", "/dev/nvidia[0-9]*", "/dev/nvidia-uvm",
@@ -83,7 +84,7 @@ def gpu_environ(env: Environment) -> dict[str, str]:
     return environ
 
 
-def gpu_summary(env: Environment) -> dict[str, object]:
+def gpu_summary(env: Environment) -> Isolation:
     """What a run's isolation record says of the GPUs it was given."""
     if not wants_gpu(env):
         return {}

@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from images import HARNESS_DIR
 from tvmrepro.environments import Environment
@@ -47,6 +47,7 @@ from worker.runtimes.base import (
 from worker.runtimes.cgroup import Cgroups
 from worker.runtimes.commands import WORK_MOUNT, SandboxCommands, rlimits_preexec, sandbox_environ
 from worker.runtimes.gpu import gpu_environ, gpu_summary
+from worker.runtimes.isolation import Isolation
 from worker.runtimes.pool import Reserved, WarmPool, warm_at_start
 from worker.runtimes.sandbox import LocalSandbox, TreePopen, with_workdir_tmpfs, workdir_summary
 from worker.runtimes.uids import claim_uid
@@ -95,7 +96,7 @@ class LocalRuntime:
         """The command lines of its sandboxes, with the tools it has now (a test takes them)."""
         return SandboxCommands(self.bwrap, self.unshare)
 
-    def isolation(self) -> dict[str, Any]:
+    def isolation(self) -> Isolation:
         """What this runtime can apply on this machine."""
         return self.commands.isolation()
 
@@ -189,8 +190,8 @@ class LocalRuntime:
         if forked is None:
             hold.close()
             return None
-        isolation = {**self.isolation(), "uid": uid, "workdir": workdir_summary(limits),
-                     **gpu_summary(env)}
+        isolation: Isolation = {**self.isolation(), "uid": uid,
+                                "workdir": workdir_summary(limits), **gpu_summary(env)}
         sandbox = LocalSandbox(forked[0], None, limits, isolation, hold,
                                self.settings.log_cap_bytes)
         sandbox.watch(forked[1])
@@ -305,7 +306,7 @@ class LocalRuntime:
         finally:
             for fd in (events_w, *fds):
                 os.close(fd)
-        isolation = {**self.isolation(), "workdir": workdir, **gpu_summary(env)}
+        isolation: Isolation = {**self.isolation(), "workdir": workdir, **gpu_summary(env)}
         if self.bwrap:
             isolation["uid"] = uid
         sandbox = LocalSandbox(proc, rundir, limits, isolation, hold, self.settings.log_cap_bytes)
@@ -346,7 +347,7 @@ class LocalRuntime:
                                                                                    key):
                     return sandbox.finish(job, key, time.monotonic()), warm
                 if cancelled():  # while a cold sandbox imported TVM: nothing to run
-                    return cancelled_before_start(dict(sandbox.isolation)), warm
+                    return cancelled_before_start(sandbox.isolation.copy()), warm
                 if forked and not ready:  # forking fails here: the next attempt starts cold
                     self._forked_sandbox_failed(job.env, sandbox)
             finally:

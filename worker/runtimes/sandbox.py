@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Protocol
 
 import pyseccomp
 
@@ -36,6 +36,7 @@ from worker.runtimes.base import (
 )
 from worker.runtimes.cgroup import RunCgroup
 from worker.runtimes.events import exit_status, verified_events
+from worker.runtimes.isolation import Isolation, LimitsSummary
 from worker.runtimes.syscalls import sandbox_rules
 
 READY_TIMEOUT_S = 300  # importing TVM on a loaded machine; past it the sandbox is a fault
@@ -165,7 +166,7 @@ class LocalSandbox:
     """A started sandbox process waiting for its one case."""
 
     def __init__(self, proc: SandboxProcess, rundir: Path | None, limits: Limits,
-                 isolation: dict[str, Any], hold: contextlib.ExitStack, log_cap: int) -> None:
+                 isolation: Isolation, hold: contextlib.ExitStack, log_cap: int) -> None:
         self.proc, self.rundir, self.limits = proc, rundir, limits
         self.isolation, self.hold = isolation, hold
         assert proc.stdout is not None and proc.stderr is not None
@@ -235,8 +236,6 @@ class LocalSandbox:
         said = exit_status(events)
         rc = said[0] if said else self.proc.returncode
         sig = said[1] if said else signal_of(self.proc.returncode)
-        cgroup = ({"cgroup": self.cgroup.summary()} if self.cgroup is not None
-                  else {})
         return Execution(
             events=[e for e in events if e["event"] != "exit"], returncode=rc, signal=sig,
             timed_out=timed_out, cancelled=cancelled, stdout=self.outputs[0].output.text(),
@@ -245,7 +244,14 @@ class LocalSandbox:
             oom_killed=(self.cgroup is not None and self.cgroup.oom_kills() > 0
                         and not timed_out and not cancelled),
             truncated=any(r.output.truncated for r in self.outputs), seconds=seconds,
-            isolation={**self.isolation, **job_limits_summary(job, self.limits), **cgroup})
+            isolation=self._isolation(job))
+
+    def _isolation(self, job: SandboxJob) -> Isolation:
+        """What the result's `isolation` says: the sandbox's, the case's limits, its cgroup."""
+        isolation: Isolation = {**self.isolation, **job_limits_summary(job, self.limits)}
+        if self.cgroup is not None:
+            isolation["cgroup"] = self.cgroup.summary()
+        return isolation
 
     def kill(self) -> None:
         """Kill the whole sandbox: everything in its PID namespace goes along."""
@@ -281,6 +287,6 @@ def signal_of(rc: int | None) -> str | None:
     return signal_name(rc - 128) if 128 < rc < 128 + 65 else None
 
 
-def job_limits_summary(job: SandboxJob, started_with: Limits) -> dict[str, Any]:
+def job_limits_summary(job: SandboxJob, started_with: Limits) -> LimitsSummary:
     """The isolation's limits: the case's own (the supervisor applied them to its child)."""
     return {"memory_mb": job.memory_mb, "timeout_s": job.timeout_s, "pids": started_with.pids}
