@@ -132,8 +132,8 @@ def annotate_remote(client: ApiClient, job_id: str, found: Bisection, case: Case
         result = dict(client.result(job_id, firsts[env_id]))
         result = dict(result.get("result") or result)
         if result.get("signature_frame"):
-            log = client.run_part(job_id, firsts[env_id], "log")
-            result["log_text"] = f"{log.get('stdout', '')}\n{log.get('stderr', '')}"
+            log = client.log(job_id, firsts[env_id])
+            result["log_text"] = f"{log.stdout}\n{log.stderr}"
         return result
 
     return found.model_validate(annotate(found.model_dump(mode="json"), result_of,

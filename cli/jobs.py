@@ -53,9 +53,9 @@ def jobs_command(limit: int, as_json: bool, server: str | None) -> None:
 def log_command(job_id: str, run: str, server: str | None) -> None:
     """What a run printed (RUN: VARIANT@ENVIRONMENT)."""
     client = connect(server)
-    log = client.run_part(job_id, run_id_of(client.job(job_id), run, "RUN"), "log")
-    click.echo(visible(log["stdout"]), nl=False)
-    click.echo(visible(log["stderr"]), nl=False, err=True)
+    log = client.log(job_id, run_id_of(client.job(job_id), run, "RUN"))
+    click.echo(visible(log.stdout), nl=False)
+    click.echo(visible(log.stderr), nl=False, err=True)
 
 
 @click.command("ir")
@@ -71,7 +71,7 @@ def ir_command(job_id: str, run: str, index: int | None, step: int | None,
                server: str | None) -> None:
     """A run's TVMScript after each pass (RUN: VARIANT@ENVIRONMENT)."""
     client = connect(server)
-    passes = client.run_part(job_id, run_id_of(client.job(job_id), run, "RUN"), "ir")["passes"]
+    passes = client.ir(job_id, run_id_of(client.job(job_id), run, "RUN")).passes
     if step is not None and index is not None:
         raise BadInput("--step", "give --pass INDEX or --step N, not both")
     if step is not None:
@@ -85,8 +85,8 @@ def ir_command(job_id: str, run: str, index: int | None, step: int | None,
     click.echo(f"# {FROM_ZERO}")
     for number, record in enumerate(passes):
         if index in (None, number):
-            click.echo(f"# {after_pass(number)}: {visible_line(record['name'])}\n"
-                       f"{visible(record['ir'])}")
+            click.echo(f"# {after_pass(number)}: {visible_line(record.name)}\n"
+                       f"{visible(record.ir)}")
 
 
 @click.command("compare")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from tvmrepro.cases import check_pass_names, parse_case
 from tvmrepro.environments import default_catalog
@@ -25,7 +25,14 @@ def module_names(source: str) -> list[str]:
     return found
 
 
-def parse_variant(text: str, index: int) -> dict[str, Any]:
+class VariantJson(TypedDict):
+    """A variant as a case file holds it: its name and its passes' names."""
+
+    name: str
+    passes: list[str]
+
+
+def parse_variant(text: str, index: int) -> VariantJson:
     """'NAME=PassA,PassB' (or just 'PassA,PassB', named vN) as a variant."""
     name, sep, passes = text.partition("=")
     if not sep:

@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -16,6 +16,11 @@ from rich.text import Text
 
 from tvmrepro.errors import BadInput, ReproError
 from tvmrepro.escaping import visible, visible_line
+
+if TYPE_CHECKING:
+    from tvmrepro.environments import Environment
+    from tvmrepro.settings import Settings
+    from worker.runtimes.base import Fingerprint, Runtime
 
 # The --server option of every command that talks to the service (cli.remote.find_service).
 SERVER_HELP = ("Service URL (default $TVMREPRO_SERVER, else the `tvmrepro up` on this "
@@ -85,7 +90,8 @@ def reports_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def fingerprints_announced(runtime: Any, settings: Any, envs: list[Any]) -> dict[str, Any]:
+def fingerprints_announced(runtime: Runtime, settings: Settings,
+                           envs: list[Environment]) -> dict[str, Fingerprint]:
     """Each environment's fingerprint from `runtime` (the local runtime provisions what is
     missing first: say so, as it can take a minute, rather than be silent)."""
     from worker.provision import read_fingerprint

@@ -27,9 +27,11 @@ from tvmrepro.models import (
     Comparison,
     EnvironmentList,
     EnvironmentView,
+    IRView,
     JobList,
     JobRequest,
     JobView,
+    LogView,
     RunView,
 )
 from tvmrepro.settings import DEFAULT_SERVER, Settings, variable_name
@@ -90,9 +92,9 @@ def find_service(given: str | None, settings: Settings | None = None) -> Service
         return Service(settings.server, "from TVMREPRO_SERVER")
     up = live_up(settings)
     if up is not None:
-        return Service(up["url"], f"announced by the `tvmrepro up` on this TVMREPRO_HOME "
-                                  f"({settings.home / ANNOUNCEMENT})", explicit=False,
-                       serves_provisioned=up["follows_provisioned"])
+        return Service(up.url, f"announced by the `tvmrepro up` on this TVMREPRO_HOME "
+                               f"({settings.home / ANNOUNCEMENT})", explicit=False,
+                       serves_provisioned=up.follows_provisioned)
     named = [variable_name(field) for field in ("host", "port") if field in settings.model_fields_set]
     if named:
         return Service(local_url(settings.host, settings.port), f"from {' and '.join(named)}",
@@ -237,10 +239,15 @@ class ApiClient:
         return _validated(Cancelled, self._call("DELETE", path, headers={CANCEL_HEADER: token}),
                           f"DELETE {path}")
 
-    def run_part(self, job_id: str, run_id: str, part: str) -> dict[str, Any]:
-        """A run's log or IR (part: 'log' or 'ir')."""
-        found: dict[str, Any] = self._call("GET", f"/api/v1/jobs/{job_id}/runs/{run_id}/{part}")
-        return found
+    def log(self, job_id: str, run_id: str) -> LogView:
+        """A run's output."""
+        path = f"/api/v1/jobs/{job_id}/runs/{run_id}/log"
+        return _validated(LogView, self._call("GET", path), f"GET {path}")
+
+    def ir(self, job_id: str, run_id: str) -> IRView:
+        """A run's TVMScript after each pass."""
+        path = f"/api/v1/jobs/{job_id}/runs/{run_id}/ir"
+        return _validated(IRView, self._call("GET", path), f"GET {path}")
 
     def compare(self, job_id: str, a: str, b: str) -> Comparison:
         """Where two runs' IR first differs."""

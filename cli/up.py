@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass
 
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.liveness import process_token, token_alive
@@ -82,22 +82,32 @@ def announced(settings: Settings, url: str, envs: list[Environment],
                 path.unlink()
 
 
-def live_up(settings: Settings) -> dict[str, Any] | None:
+@dataclass
+class LiveUp:
+    """A live `tvmrepro up` on this home, as it announced itself."""
+
+    url: str
+    runtime: str | None
+    environments: set[str]
+    follows_provisioned: bool  # its worker serves the environments provisioned here too
+
+
+def live_up(settings: Settings) -> LiveUp | None:
     """The announcement of a live `tvmrepro up` on this home (url, runtime, environments, whether
     it follows the environments provisioned here); None when there is none, or its announcement
     is stale or unreadable."""
     try:
         record = json.loads((settings.home / ANNOUNCEMENT).read_text())
-        found = {"url": str(record["url"]), "runtime": record.get("runtime"),
-                 "environments": set(record["environments"]),
-                 "follows_provisioned": bool(record.get("follows_provisioned"))}
+        found = LiveUp(url=str(record["url"]), runtime=record.get("runtime"),
+                       environments=set(record["environments"]),
+                       follows_provisioned=bool(record.get("follows_provisioned")))
         alive = token_alive(str(record["process"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if alive and found["follows_provisioned"]:
+    if alive and found.follows_provisioned:
         # Its worker serves what was provisioned since it started within seconds; a run handed
         # to it before then is refused and runs here (run_locally).
-        found["environments"] |= {env.id for env in provisioned_cpu(settings)}
+        found.environments |= {env.id for env in provisioned_cpu(settings)}
     return found if alive else None
 
 
@@ -105,8 +115,8 @@ def warm_service(settings: Settings, runtime: str, env_ids: list[str]) -> str | 
     """The URL of a live `tvmrepro up` on this home whose worker runs `runtime` sandboxes for
     every one of `env_ids`; None when there is none (or its announcement is stale or unreadable)."""
     found = live_up(settings)
-    if found and found["runtime"] == runtime and set(env_ids) <= found["environments"]:
-        return str(found["url"])
+    if found and found.runtime == runtime and set(env_ids) <= found.environments:
+        return found.url
     return None
 
 

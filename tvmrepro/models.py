@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from tvmrepro.lifecycle import JobStatus, RunState
 from tvmrepro.narrowing import Extraction, Reduction
+from tvmrepro.results import FunctionInfo
 from tvmrepro.symbols import SymbolTrace
 from tvmrepro.tracker.known import KnownIssue
 from tvmrepro.tracker.sweep import SweepJobAnswer
@@ -316,7 +317,7 @@ class PassIR(BaseModel):
     index: int
     name: str
     seconds: float
-    functions: list[dict[str, Any]]
+    functions: list[FunctionInfo]
     ir: str
 
 
