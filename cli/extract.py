@@ -16,7 +16,7 @@ from cli.narrowing import (
     write_case,
 )
 from cli.output import EXIT_FAILURE, error_console, print_json, reports_errors, shown
-from tvmrepro.cases import Case, load_case_file, parse_case
+from tvmrepro.cases import Case, load_case_file
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.narrowing import EXTRACTED_VARIANT, Extracted
 
@@ -69,7 +69,7 @@ def extracted(script: Case, env: Environment, at: str, local: bool, runtime_name
 
 def _show(found: Extracted) -> None:
     console = error_console()
-    case = parse_case(found.case)
+    case = found.case
     spec = case.variant(EXTRACTED_VARIANT)
     passes = [p.name for p in spec.passes] if spec is not None else []
     console.print(shown(f"fails at {found.stage}: {found.signature}"), highlight=False)
@@ -79,4 +79,4 @@ def _show(found: Extracted) -> None:
                         f"{'yes' if found.reproduces else 'no'}"), highlight=False)
     for note in found.notes:
         console.print(shown(f"note: {note}"), highlight=False)
-    click.echo(json.dumps(found.case, indent=2))
+    click.echo(json.dumps(found.case.model_dump(mode="json"), indent=2))

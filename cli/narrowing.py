@@ -78,7 +78,7 @@ def local_runtime(runtime_name: str, envs: list[Environment]) -> Iterator[Runtim
 def write_case(output: Path | None, found: Reduced | Extracted) -> None:
     """Write the case found to -o's file, if one was given."""
     if output is not None:
-        output.write_text(json.dumps(found.case, indent=2) + "\n")
+        output.write_text(json.dumps(found.case.model_dump(mode="json"), indent=2) + "\n")
 
 
 def follow_narrowing(client: ApiClient, job: JobView, kind: str, progress: Progress) -> JobView:

@@ -15,7 +15,7 @@ from cli.narrowing import (
     write_case,
 )
 from cli.output import error_console, print_json, reports_errors
-from tvmrepro.cases import load_case_file, parse_case
+from tvmrepro.cases import load_case_file
 from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.escaping import visible
@@ -60,7 +60,7 @@ def reduce_command(case_file: Path, env_id: str, variant_name: str | None, oracl
             raise BadInput("CASE", f"the module extracted from {case_file.name} does not "
                                    "reproduce the script's failure: nothing to reduce (see "
                                    f"tvmrepro extract {case_file.name} --env {env.id})")
-        case = parse_case(extraction.case)
+        case = extraction.case
     variant = select_variants(case, (variant_name,) if variant_name else (), "--variant")
     if len(variant) != 1:
         raise BadInput("--variant", f"name the variant to reduce; the case has {variant}")
@@ -86,4 +86,4 @@ def reduce_command(case_file: Path, env_id: str, variant_name: str | None, oracl
                           f"{before.lines} -> {after.lines} in {found.steps} steps "
                           f"({found.runs} runs, {found.seconds} s"
                           f"{'' if found.finished else ', budget spent'})", highlight=False)
-    click.echo(visible(str(found.case["source"])), nl=False)
+    click.echo(visible(found.case.source or ""), nl=False)

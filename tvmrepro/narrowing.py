@@ -142,7 +142,7 @@ class Reduction(BaseModel):
     variant: str
     budget_s: int
     progress: NarrowProgress | None = None
-    case: dict[str, Any] | None = Field(default=None, description="the reduced case (while "
+    case: Case | None = Field(default=None, description="the reduced case (while "
                                         "running: the best case so far)")
     signature: str | None = Field(default=None, description="the signature the oracle keeps")
     before: Size | None = None
@@ -161,7 +161,7 @@ class Reduced(BaseModel):
     service's job gives it, it carries the job's own fields too (budget_s, error, job)."""
 
     model_config = ConfigDict(extra="allow")
-    case: dict[str, Any]
+    case: Case
     oracle: str
     signature: str | None
     environment: str
@@ -190,7 +190,7 @@ class Extracted(BaseModel):
     fields too (at, error, job)."""
 
     model_config = ConfigDict(extra="allow")
-    case: dict[str, Any]
+    case: Case
     signature: str | None
     stage: str | None
     environment: str
@@ -208,7 +208,7 @@ class Extraction(BaseModel):
     environment: str
     at: str
     progress: NarrowProgress | None = None
-    case: dict[str, Any] | None = Field(default=None, description="the module-mode case")
+    case: Case | None = Field(default=None, description="the module-mode case")
     signature: str | None = Field(default=None, description="the script's signature")
     stage: str | None = None
     reproduces: bool | None = Field(default=None, description="the case, run as it is, gives "

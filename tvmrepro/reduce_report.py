@@ -8,6 +8,7 @@ import json
 import shlex
 from collections.abc import Mapping
 
+from tvmrepro.cases import Case
 from tvmrepro.escaping import code_block, code_span, table_cell
 from tvmrepro.narrowing import Extraction, Reduction
 
@@ -28,6 +29,11 @@ def _pass_names(case: Mapping[str, object] | None, variant: str | None = None) -
             if isinstance(p, str | dict)] if isinstance(passes, list) else []
 
 
+def _case_passes(case: Case) -> list[str]:
+    """The pass names of the case's first variant."""
+    return [p.name for p in case.variants[0].passes] if case.variants else []
+
+
 def reproduce_command(environment: str, saved_as: str = REDUCED_FILE) -> str:
     """`tvmrepro run reduced.json --local --env ENV` for the case saved as reduced.json."""
     words = ["tvmrepro", "run", saved_as, "--local", "--env", environment]
@@ -37,7 +43,7 @@ def reproduce_command(environment: str, saved_as: str = REDUCED_FILE) -> str:
 def _numbers(reduced: Reduction, original_passes: list[str]) -> list[str]:
     before, after = reduced.before, reduced.after
     assert before is not None and after is not None  # a reduction that is done
-    kept = _pass_names(reduced.case)
+    kept = _case_passes(reduced.case) if reduced.case is not None else []
     def names(passes: list[str]) -> str:
         return ", ".join(table_cell(p) for p in passes) or "(none)"
 
@@ -76,15 +82,15 @@ def render_reduce(reduced: Reduction | None, case: Mapping[str, object]) -> list
     return lines + _case_block("reduced", reduced.case, reduced.environment, REDUCED_FILE)
 
 
-def _case_block(what: str, case: Mapping[str, object], environment: str,
-                saved_as: str) -> list[str]:
+def _case_block(what: str, case: Case, environment: str, saved_as: str) -> list[str]:
     """The module, the command that reproduces the case, and the case itself."""
     return ["The module:" if what == "extracted" else f"The {what} module:", "",
-            *code_block(str(case.get("source")), "python"), "",
+            *code_block(str(case.source), "python"), "",
             f"Reproduce (the case below saved as `{saved_as}`):", "",
             *code_block(reproduce_command(environment, saved_as), "sh"), "",
             f"<details><summary>The {what} case</summary>", "",
-            *code_block(json.dumps(case, indent=2), "json"), "", "</details>", ""]
+            *code_block(json.dumps(case.model_dump(mode="json"), indent=2), "json"), "",
+            "</details>", ""]
 
 
 def render_extract(found: Extraction | None) -> list[str]:
@@ -103,7 +109,7 @@ def render_extract(found: Extraction | None) -> list[str]:
              f"The script fails at {code_span(found.stage)} on "
              f"{code_span(found.environment)}; the case below starts at the module that "
              f"entered that step, with the passes "
-             f"{', '.join(code_span(p) for p in _pass_names(case)) or '(none)'}, and {said}.", "",
+             f"{', '.join(code_span(p) for p in _case_passes(case)) or '(none)'}, and {said}.", "",
              *[f"- {code_span(note)}" for note in found.notes],
              *([""] if found.notes else [])]
     return lines + _case_block("extracted", case, found.environment, EXTRACTED_FILE)

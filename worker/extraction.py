@@ -272,7 +272,7 @@ def extract_recorded(script: Case, env: Environment, runtime: Runtime, recorded:
         for case, module_from in module_forms(script, data, env, runtime, job_id):
             check = run_variant(case, EXTRACTED_VARIANT, env, runtime, job_id=job_id)
             answer = Extracted(
-                case=case.model_dump(mode="json"), signature=result.signature,
+                case=case, signature=result.signature,
                 stage=result.stage, environment=env.id,
                 reproduces=check.signature == result.signature,
                 case_run=CaseRun(status=check.status.value, stage=check.stage,

@@ -355,8 +355,8 @@ class Reducer:
 
     def report(self, before: Size, finished: bool, seconds: float) -> Reduced:
         """The reduced case and the numbers."""
-        reduced = self._case_with(self.state.source, self.state.passes).model_dump(mode="json")
-        reduced["title"] = f"{self.case.title or 'case'} (reduced)".strip()
+        reduced = self._case_with(self.state.source, self.state.passes).model_copy(
+            update={"title": f"{self.case.title or 'case'} (reduced)".strip()})
         return Reduced(
             case=reduced, oracle=self.oracle.text,
             signature=self.reference.signature if self.reference is not None else None,

@@ -17,6 +17,7 @@ from tests.conftest import NEW_ENV
 from tests.service.stack import Backend, Stack, make_home
 from tests.tracker.conftest import founding_case, segfault_case
 from tests.tracker.stored_jobs import job_view, stored_job
+from tvmrepro.cases import parse_case
 from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.lifecycle import JobStatus, RunState
@@ -74,7 +75,8 @@ def _narrowing_job(kind: str, case: dict[str, Any] | None) -> JobView:
 def test_a_narrowing_job_exports_its_narrowed_case(kind: str) -> None:
     job = _narrowing_job(kind, REDUCED)
     chosen = chosen_case(job)
-    assert (chosen.case, chosen.variant, chosen.environment) == (REDUCED, "once", NEW_ENV)
+    assert (chosen.case, chosen.variant, chosen.environment) == (
+        parse_case(REDUCED).model_dump(mode="json"), "once", NEW_ENV)
     text = export_test(job, default_catalog())
     compile(text, "test_exported.py", "exec")  # a Python file, whatever the case holds
     assert "mod = transform('LambdaLift')(mod)" in text

@@ -85,12 +85,15 @@ def crafted_sections() -> str:
     runs = [RunView(id="r0", variant="v", environment=ENVS[0], state=RunState.DONE, cached=False,
                     deliveries=1, result={"tvm": {"version": EVIL, "libinfo": {EVIL: "ON"}}})]
     case = {"source": EVIL, "variants": [{"name": "v", "passes": [EVIL]}]}
+    # A reduced or extracted case is a valid one: its text comes as a string in its module.
+    narrowed = {"title": EVIL, "source": f'x = """{EVIL}"""\n',
+                "variants": [{"name": "v", "passes": ["FuseTIR"]}]}
     asked = {"variant": "v", "environment": ENVS[0], "oracle": EVIL, "budget_s": 900}
     reduced = {**asked, "state": "done", "signature": EVIL, "steps": 3, "runs": 4,
-               "finished": True, "case": case, "before": {"passes": 1, "lines": 2},
+               "finished": True, "case": narrowed, "before": {"passes": 1, "lines": 2},
                "after": {"passes": 1, "lines": 1}}
     extracted = {"state": "done", "environment": ENVS[0], "at": "chain", "stage": EVIL,
-                 "case": case, "reproduces": False, "notes": [EVIL],
+                 "case": narrowed, "reproduces": False, "notes": [EVIL],
                  "case_run": {"status": EVIL, "stage": EVIL}}
     running = {**asked, "state": "running", "progress": {"phase": EVIL, "what": EVIL}}
     failed = {"state": "failed", "environment": ENVS[0], "at": "chain", "error": EVIL}

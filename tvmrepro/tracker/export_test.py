@@ -219,12 +219,13 @@ def chosen_case(job: JobView) -> Chosen:
         return _newest_failure(job)
     if narrowed.case is None or narrowed.signature is None:
         raise BadInput("job", f"the {job.kind} job {job.id} has no case yet")
+    variants = narrowed.case.variants or []
     variant = (job.reduce.variant if job.reduce is not None
-               else str((narrowed.case.get("variants") or [{}])[0].get("name", "")))
+               else variants[0].name if variants else "")
     result = next((r.result for r in job.runs if r.result
                    and r.result.get("signature") == narrowed.signature), None)
-    return Chosen(narrowed.case, variant, narrowed.environment, result or {},
-                  narrowed.signature)
+    return Chosen(narrowed.case.model_dump(mode="json"), variant, narrowed.environment,
+                  result or {}, narrowed.signature)
 
 
 def export_test(job: JobView, catalog: Catalog) -> str:

@@ -6,11 +6,18 @@ inputs of its own, builds for another target, loops over passes) stays a script.
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 _PASS_MODULES = ("relax.transform", "tvm.relax.transform", "tirx.transform", "tir.transform",
                  "tvm.tirx.transform", "tvm.tir.transform", "transform")
 _DISPLAY = {"print", "show"}
+
+
+class PassJson(TypedDict):
+    """A pass of a variant, as a case's JSON names it (constant keyword arguments only)."""
+
+    name: str
+    args: NotRequired[dict[str, object]]
 
 
 class NotModuleMode(Exception):
@@ -33,7 +40,7 @@ def _is_ir_module(node: ast.ClassDef) -> bool:
         for d in node.decorator_list)
 
 
-def _pass_spec(call: ast.expr) -> dict[str, Any]:
+def _pass_spec(call: ast.expr) -> PassJson:
     """`relax.transform.FuseTIR()` (constant keyword arguments only) as a pass of a variant."""
     if not isinstance(call, ast.Call) or call.args:
         raise NotModuleMode("a pass with positional arguments")
@@ -44,7 +51,7 @@ def _pass_spec(call: ast.expr) -> dict[str, Any]:
     return {"name": name, "args": args} if args else {"name": name}
 
 
-def _applied_passes(value: ast.expr, names: set[str]) -> list[dict[str, Any]] | None:
+def _applied_passes(value: ast.expr, names: set[str]) -> list[PassJson] | None:
     """The passes `value` applies to the module (`P()(mod)`, `Sequential([...])(mod)`), or None
     when it is the module itself under another name."""
     if isinstance(value, ast.Name) and value.id in names:
@@ -85,7 +92,7 @@ class _Reader:
 
     def __init__(self, module: str) -> None:
         self.names = {module}
-        self.passes: list[dict[str, Any]] = []
+        self.passes: list[PassJson] = []
         self.built = False
         self.opt_level = 3
 
