@@ -13,7 +13,7 @@ and, at the end, the answer. Nothing here does I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from typing import Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -110,6 +110,26 @@ class ProgressEvent(TypedDict, total=False):
     runs: int
     passes: int | None
     lines: int | None
+
+
+class StoredProgress(ProgressEvent, total=False):
+    """A narrowing's progress as its row keeps it: the last event (without its kind), the
+    seconds since it started, and a reduction's best case so far (a Reduced without
+    `finished` and `log`)."""
+
+    seconds: float
+    best: dict[str, object]
+
+
+@dataclass(frozen=True)
+class NarrowingRow:
+    """A reduce or extract job's row in the store: what it was asked, how far it got, its
+    answer (a Reduced or Extracted as JSON) or why there is none."""
+
+    options: NarrowOptions
+    progress: StoredProgress | None
+    result: dict[str, object] | None
+    error: str | None
 
 
 class NarrowProgress(BaseModel):
@@ -221,16 +241,16 @@ class Extraction(BaseModel):
     error: str | None = Field(default=None, description="why the script cannot be extracted")
 
 
-def answer(row: dict[str, Any], state: NarrowState) -> Reduction | Extraction:
+def answer(row: NarrowingRow, state: NarrowState) -> Reduction | Extraction:
     """A narrowings row as the job shows it: its answer once there is one, else its options
     with the progress and best case so far."""
-    options = dict(row["options"])
-    base: dict[str, Any] = {"state": state, "environment": options["environment"],
-                            "progress": row.get("progress"), "error": row.get("error")}
-    found = dict(row.get("result") or {})
-    if row["kind"] == "extract":
-        return Extraction.model_validate({**base, "at": options["at"], **found})
-    best = (row.get("progress") or {}).get("best") or {}
-    return Reduction.model_validate({**base, "oracle": options["oracle"],
-                                     "variant": options["variant"],
-                                     "budget_s": options["budget_s"], **best, **found})
+    options, found = row.options, row.result or {}
+    if options.kind == "extract":
+        return Extraction.model_validate({
+            "state": state, "environment": options.environment, "progress": row.progress,
+            "error": row.error, "at": options.at, **found})
+    best = (row.progress or {}).get("best") or {}
+    return Reduction.model_validate({
+        "state": state, "environment": options.environment, "progress": row.progress,
+        "error": row.error, "oracle": options.oracle, "variant": options.variant,
+        "budget_s": options.budget_s, **best, **found})

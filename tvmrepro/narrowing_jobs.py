@@ -19,17 +19,28 @@ import sqlalchemy as sa
 from tvmrepro import schema as t
 from tvmrepro.cases import Case
 from tvmrepro.lifecycle import JobStatus, RunState
-from tvmrepro.narrowing import Extraction, NarrowOptions, NarrowState, Reduction, answer
+from tvmrepro.narrowing import (
+    Extraction,
+    NarrowingRow,
+    NarrowOptions,
+    NarrowState,
+    Reduction,
+    StoredProgress,
+    answer,
+)
 from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.store import QueueFull, Store
 
 
-def narrowing(store: Store, job_id: str) -> dict[str, Any] | None:
-    """A reduce or extract job's row (kind, options, progress, result, error), or None."""
+def narrowing(store: Store, job_id: str) -> NarrowingRow | None:
+    """A reduce or extract job's row (options, progress, result, error), or None."""
     query = sa.select(t.narrowings).where(t.narrowings.c.job_id == job_id)
     with store.engine.connect() as conn:
         row = conn.execute(query).mappings().first()
-    return dict(row) if row else None
+    if row is None:
+        return None
+    return NarrowingRow(options=NarrowOptions(**row["options"]), progress=row["progress"],
+                        result=row["result"], error=row["error"])
 
 
 def start(store: Store, job: JobRow, case: Case, options: NarrowOptions, cap: int,
@@ -58,7 +69,7 @@ def _update(store: Store, job_id: str, **values: Any) -> None:
                      .values(updated_at=time.time(), **values))
 
 
-def save_progress(store: Store, job_id: str, progress: dict[str, Any]) -> None:
+def save_progress(store: Store, job_id: str, progress: StoredProgress) -> None:
     """Record how far the narrowing got (and its best case so far, under "best")."""
     _update(store, job_id, progress=progress)
 
@@ -69,8 +80,8 @@ def save_answer(store: Store, job_id: str, result: dict[str, Any] | None,
     _update(store, job_id, result=result, error=error)
 
 
-def _state(status: JobStatus, row: dict[str, Any]) -> NarrowState:
-    if status is JobStatus.DONE and row["result"] is None:
+def _state(status: JobStatus, row: NarrowingRow) -> NarrowState:
+    if status is JobStatus.DONE and row.result is None:
         # Why there is no answer is in `error`, or the run ended without its worker storing
         # one (cancelled, or lost too often): the run's result says which.
         return "failed"

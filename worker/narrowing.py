@@ -18,7 +18,7 @@ import time
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput
-from tvmrepro.narrowing import NarrowOptions, ProgressEvent, Reduced, Size
+from tvmrepro.narrowing import NarrowOptions, ProgressEvent, Reduced, Size, StoredProgress
 from tvmrepro.narrowing_jobs import save_answer, save_progress
 from tvmrepro.results import Result
 from tvmrepro.store import Store
@@ -44,8 +44,8 @@ class Progress:
         if event.get("kind") == "try" and now - self.written < PROGRESS_EVERY_S:
             return
         self.written = now
-        shown: dict[str, object] = {k: v for k, v in event.items() if k != "kind"}
-        shown["seconds"] = round(now - self.started, 1)
+        shown: StoredProgress = {**event, "seconds": round(now - self.started, 1)}
+        shown.pop("kind", None)
         if best is not None:  # while it runs, a reduction's answer so far is its best case
             shown["best"] = best.model_dump(mode="json", exclude={"finished", "log"})
         save_progress(self.store, self.job_id, shown)

@@ -30,7 +30,6 @@ from tvmrepro.cases import parse_case
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.lifecycle import Action, Claim, RunState
 from tvmrepro.liveness import claimer_gone, process_token
-from tvmrepro.narrowing import NarrowOptions
 from tvmrepro.narrowing_jobs import narrowing
 from tvmrepro.queue import RUN_TASK, worker_concurrency
 from tvmrepro.results import Result, Status
@@ -168,7 +167,7 @@ def execute(ctx: WorkerContext, claim: Claim) -> Result:
         narrowing_row = narrowing(ctx.store, claim.job_id)
         if narrowing_row is not None:  # a reduce or extract job's one run
             return run_narrowing(ctx.store, runtime, claim.run_id, claim.job_id, case, env,
-                                 NarrowOptions(**narrowing_row["options"]))
+                                 narrowing_row.options)
         return run_variant(case, claim.variant, env, runtime, run_id=claim.run_id,
                            job_id=claim.job_id)
     except Exception as exc:  # a fault of the service: say so in the result

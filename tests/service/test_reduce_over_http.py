@@ -243,8 +243,8 @@ def test_the_page_reduces_a_failing_cell_and_shows_a_reduction(
         browser.find_element(By.ID, "cancel-job").click()
         wait_for(browser, lambda d: d.find_element(By.ID, "cancel-status").text.startswith(
             "cancelled "), "the cancel's answer")
-        stack._until(lambda: any(map((narrowing(stack.store, reduce_id) or {}).get,
-                                     ("result", "error"))),
+        stack._until(lambda: (row := narrowing(stack.store, reduce_id)) is not None
+                     and bool(row.result or row.error),
                      "the cancelled reduction to stop", timeout=120)
         wait_for(browser, lambda d: "ancelled" in d.find_element(By.ID, "narrow-summary").text,
                  "the cancelled reduction")

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
-from tvmrepro.narrowing import Extraction, Reduction, answer, make_options
+from tvmrepro.narrowing import (
+    Extraction,
+    NarrowingRow,
+    NarrowOptions,
+    Reduction,
+    answer,
+    make_options,
+)
 
 MODULE = {"source": "@I.ir_module\nclass Module:\n    pass\n", "module": "Module",
           "variants": [{"name": "a", "passes": ["FuseTIR"]}, {"name": "b", "passes": []}],
@@ -49,21 +58,22 @@ def test_one_environment_only() -> None:
 
 
 def test_a_reduction_shows_its_best_case_so_far_until_its_answer() -> None:
-    options = {"kind": "reduce", "environment": ENV, "variant": "a", "oracle": "signature",
-               "budget_s": 60, "at": "chain"}
+    options = NarrowOptions(kind="reduce", environment=ENV, variant="a", oracle="signature",
+                            budget_s=60, at="chain")
     small = {"source": "small = 1\n", "variants": [{"name": "a", "passes": []}]}
     final_case = {"source": "final = 1\n", "variants": [{"name": "a", "passes": []}]}
     best = {"case": small, "before": {"passes": 3, "lines": 9},
             "after": {"passes": 1, "lines": 4}}
-    row = {"kind": "reduce", "options": options, "error": None, "result": None,
-           "progress": {"phase": "functions", "what": "drop f", "seconds": 3.0, "best": best}}
+    row = NarrowingRow(options=options, error=None, result=None, progress={
+        "phase": "functions", "what": "drop f", "seconds": 3.0, "best": best})
     found = answer(row, "running")
     assert isinstance(found, Reduction) and found.case == parse_case(small)
     assert found.after is not None and found.after.lines == 4
     assert found.progress is not None and found.progress.phase == "functions"
-    final = answer({**row, "result": {**best, "case": final_case, "finished": True}}, "done")
+    final = answer(dataclasses.replace(row, result={**best, "case": final_case, "finished": True}),
+                   "done")
     assert isinstance(final, Reduction) and final.case == parse_case(final_case)
     assert final.finished
-    extracted = answer({"kind": "extract", "options": {**options, "kind": "extract"},
-                        "error": "no module", "result": None, "progress": None}, "failed")
+    extracted = answer(NarrowingRow(options=dataclasses.replace(options, kind="extract"),
+                                    error="no module", result=None, progress=None), "failed")
     assert isinstance(extracted, Extraction) and extracted.error == "no module"
