@@ -31,7 +31,7 @@ from service.narrowing import (
 )
 from service.triage import MakeRuns, parts_view, store_sweep, store_triage
 from tvmrepro.cases import Case, bad_input, parse_case
-from tvmrepro.comparisons import compare
+from tvmrepro.comparisons import compare, passes_of
 from tvmrepro.environments import Catalog, Environment, default_catalog
 from tvmrepro.errors import BadInput, Forbidden, NotServed
 from tvmrepro.expiry import expire_waiting
@@ -323,9 +323,9 @@ class JobService:
         if first is None or second is None or not first.result_id or not second.result_id:
             return None
         return compare(CellRef(variant=first.variant, environment=first.environment),
-                       self.store.passes(first.result_id),
+                       passes_of(self.store.passes(first.result_id)),
                        CellRef(variant=second.variant, environment=second.environment),
-                       self.store.passes(second.result_id))
+                       passes_of(self.store.passes(second.result_id)))
 
     def environments(self) -> EnvironmentList:
         """Every catalog environment with its live workers and waiting runs."""

@@ -11,53 +11,56 @@ GET /api/v1/jobs/<id>/compare for any two runs.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from tvmrepro.models import CellRef, Comparison, PassStep
+from tvmrepro.models import CellRef, Comparison, PassIR, PassStep
 from tvmrepro.rows import JobRow
 
 MAX_DIFF_CHARS = 64 * 1024  # a diff longer than this is cut (the /ir endpoint has it all)
 DIFF_CONTEXT = 3
 
-# A result id -> that run's passes, each with the TVMScript after it ("ir").
-PassLoader = Callable[[str], list[dict[str, Any]]]
+# A result id -> that run's passes as the store keeps them, each with the TVMScript after it.
+PassLoader = Callable[[str], Sequence[Mapping[str, object]]]
 # Two cells of a job with the result ids they show: (a, a's result, b, b's result).
 Pair = tuple[CellRef, str, CellRef, str]
 # The same, by value: (a variant, a environment, a result, b variant, b environment, b result).
 PairKey = tuple[str, str, str, str, str, str]
 
 
-def first_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> int | None:
+def passes_of(stored: Iterable[Mapping[str, object]]) -> list[PassIR]:
+    """A run's passes as the store keeps them, read as models."""
+    return [PassIR.model_validate(record) for record in stored]
+
+
+def first_difference(a: list[PassIR], b: list[PassIR]) -> int | None:
     """Index of the first pass after which the IR differs (or one cell has no such pass)."""
     for index in range(max(len(a), len(b))):
-        if index >= len(a) or index >= len(b) or a[index]["ir"] != b[index]["ir"]:
+        if index >= len(a) or index >= len(b) or a[index].ir != b[index].ir:
             return index
     return None
 
 
-def _ir_at(passes: list[dict[str, Any]], index: int) -> str:
+def _ir_at(passes: list[PassIR], index: int) -> str:
     # A cell that ran fewer passes is compared by the IR after its last one.
     if not passes:
         return ""
-    return str(passes[min(index, len(passes) - 1)]["ir"])
+    return passes[min(index, len(passes) - 1)].ir
 
 
-def _label(ref: CellRef, passes: list[dict[str, Any]], index: int) -> str:
+def _label(ref: CellRef, passes: list[PassIR], index: int) -> str:
     if index < len(passes):
-        return f"{ref.variant}@{ref.environment} after pass {index} ({passes[index]['name']})"
+        return f"{ref.variant}@{ref.environment} after pass {index} ({passes[index].name})"
     return f"{ref.variant}@{ref.environment} (no pass {index}; IR after its last pass)"
 
 
-def compare(a: CellRef, a_passes: list[dict[str, Any]], b: CellRef,
-            b_passes: list[dict[str, Any]]) -> Comparison:
+def compare(a: CellRef, a_passes: list[PassIR], b: CellRef, b_passes: list[PassIR]) -> Comparison:
     """The first pass after which two cells' IR differs, and the diff of the IR after it."""
     index = first_difference(a_passes, b_passes)
     if index is None:
         return Comparison(a=a, b=b, identical=True)
     step = PassStep(index=index,
-                    a=a_passes[index]["name"] if index < len(a_passes) else None,
-                    b=b_passes[index]["name"] if index < len(b_passes) else None)
+                    a=a_passes[index].name if index < len(a_passes) else None,
+                    b=b_passes[index].name if index < len(b_passes) else None)
     lines = difflib.unified_diff(
         _ir_at(a_passes, index).splitlines(keepends=True),
         _ir_at(b_passes, index).splitlines(keepends=True),
@@ -114,5 +117,5 @@ def job_comparisons(job: JobRow, load: PassLoader,
     """The job's comparisons (`job_pairs`): those in `known` reused, the others computed."""
     known = known or {}
     return [known.get(_key(a, a_result, b, b_result))
-            or compare(a, load(a_result), b, load(b_result))
+            or compare(a, passes_of(load(a_result)), b, passes_of(load(b_result)))
             for a, a_result, b, b_result in job_pairs(job)]

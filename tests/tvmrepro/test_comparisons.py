@@ -4,15 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from tvmrepro.comparisons import MAX_DIFF_CHARS, compare, first_difference, job_comparisons
+from tvmrepro.comparisons import (
+    MAX_DIFF_CHARS,
+    compare,
+    first_difference,
+    job_comparisons,
+    passes_of,
+)
 from tvmrepro.lifecycle import RunState
-from tvmrepro.models import CellRef
+from tvmrepro.models import CellRef, PassIR
 from tvmrepro.rows import JobRow, RunRow
 
 
-def passes(*irs: str) -> list[dict[str, Any]]:
-    """Pass records with these IRs (named P0, P1, ...)."""
-    return [{"index": n, "name": f"P{n}", "ir": ir} for n, ir in enumerate(irs)]
+def stored(*irs: str) -> list[dict[str, Any]]:
+    """Pass records as the store keeps them, with these IRs (named P0, P1, ...)."""
+    return [{"index": n, "name": f"P{n}", "seconds": 0.0, "functions": [], "ir": ir}
+            for n, ir in enumerate(irs)]
+
+
+def passes(*irs: str) -> list[PassIR]:
+    """Passes with these IRs (named P0, P1, ...)."""
+    return passes_of(stored(*irs))
 
 
 def test_first_difference() -> None:
@@ -50,7 +62,7 @@ def test_a_job_compares_its_first_variant_with_the_others_where_both_are_done() 
 
     def load(result_id: str) -> list[dict[str, Any]]:
         loaded.append(result_id)
-        return passes("a", result_id)
+        return stored("a", result_id)
 
     found = job_comparisons(job, load)
     assert [(c.a.variant, c.b.variant, c.a.environment) for c in found] == [
