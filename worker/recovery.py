@@ -15,7 +15,7 @@ run in the store first and drops it when it is done or held by a live process.
 Every sweep also ends the runs of any environment that have waited longer than
 `wait_expiry_s` (tvmrepro.expiry), and settles what a finisher that died left undone: the
 comparisons of a job whose last run it stored (tvmrepro.settling), the step of a bisection
-that has finished runs it never saw (tvmrepro.bisect_jobs). A read of a job never does these.
+that has finished runs it never saw (worker.bisection). A read of a job never does these.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ from typing import Any
 
 from celery import Celery, bootsteps
 
-from tvmrepro.bisect_jobs import stalled
-from tvmrepro.environments import default_catalog
 from tvmrepro.expiry import expire_waiting
 from tvmrepro.lifecycle import RunState
 from tvmrepro.liveness import claimer_gone, process_token
@@ -42,6 +40,7 @@ from tvmrepro.rows import RunRow
 from tvmrepro.settings import Settings
 from tvmrepro.settling import settle_finished
 from tvmrepro.store import Store
+from worker.bisection import after_run
 
 log = logging.getLogger(__name__)
 SETTLE_S = 2.0  # a message this young may be on its way to a worker: not yet missing
@@ -118,15 +117,14 @@ class Sweeper:
         until = time.time() - FINISHER_GRACE_S
         settle_finished(self.store, self.settled_until, until)
         self.settled_until = until
-        for run in stalled(self.store, default_catalog(), until):
-            publish_run(self.app, run.id, run.environment, run.timeout_s)
+        for job_id in self.store.stalled_bisections(until):
+            after_run(self.app, self.store, job_id)  # a step that fails is logged, not raised
 
     def tick(self) -> None:
         """One sweep; a failure is logged and the next tick tries again."""
         try:
             record_heartbeat(self.app, self.store, self.environments)
             expire_waiting(self.store, self.settings.wait_expiry_s)  # never published again
-            self.settle_left()
             lost = self.lost_runs()
             for row in lost:  # in the lane of its time limit, as when it was submitted
                 publish_run(self.app, row.id, row.environment, row.timeout_s)
@@ -137,6 +135,7 @@ class Sweeper:
             # Messages a dead worker (or a lost acknowledgement) left unacknowledged.
             drop_finished_unacked(self.app, {q for e in self.environments for q in queue_names(e)},
                                   lambda: {r.id for r in self.store.unfinished(self.environments)})
+            self.settle_left()  # last: diffing IR never delays a lost run
         except Exception:
             log.exception("recovery sweep failed; trying again in %.0f s",
                           self.settings.reconcile_interval_s)
