@@ -52,8 +52,7 @@ def start_bisect(store: Store, catalog: Catalog, publish: Publish, case: Case,
 
 def read_bisect(store: Store, job: JobRow) -> Bisection | None:
     """The job's bisect object as its last step stored it (None: no step stored one yet)."""
-    found = current(store, job)
-    return Bisection.model_validate(found) if found is not None else None
+    return current(store, job)
 
 
 def bisect_status(status: JobStatus, bisect: Bisection | None) -> JobStatus:

@@ -22,6 +22,7 @@ from tvmrepro.bisection import Observation, Options, evaluate, initial_probes
 from tvmrepro.cases import Case, parse_case
 from tvmrepro.environments import Catalog
 from tvmrepro.lifecycle import RunState, cache_key
+from tvmrepro.models import Bisection
 from tvmrepro.oracles import parse_oracle
 from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.settling import submit
@@ -139,12 +140,13 @@ def start(store: Store, job: JobRow, case: Case, options: Options, catalog: Cata
     return queued + advance(store, job.id, catalog)
 
 
-def current(store: Store, job: JobRow) -> dict[str, Any] | None:
-    """A bisect job's stored object, as its last step left it: read only. A finished run
-    that no step saw (its worker died between storing the result and the step) is caught up
-    by the recovery sweep (`stalled`), not by a read."""
+def current(store: Store, job: JobRow) -> Bisection | None:
+    """A bisect job's bisect object, as its last step stored it (None: no step stored one
+    yet): read only. A finished run that no step saw (its worker died between storing the
+    result and the step) is caught up by the recovery sweep (`stalled`), not by a read."""
     row = store.bisection(job.id)
-    return row["result"] if row is not None else None
+    found = row["result"] if row is not None else None
+    return Bisection.model_validate(found) if found is not None else None
 
 
 def stalled(store: Store, catalog: Catalog, before: float) -> list[RunRow]:
