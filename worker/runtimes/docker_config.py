@@ -7,10 +7,16 @@ and removes the containers these configs describe.
 
 from __future__ import annotations
 
-from typing import Any
-
 import docker
-from docker.types import DeviceRequest, DriverConfig, LogConfig, Mount, Ulimit
+from docker.types import (
+    ContainerConfig,
+    DeviceRequest,
+    DriverConfig,
+    HostConfig,
+    LogConfig,
+    Mount,
+    Ulimit,
+)
 
 from tvmrepro.settings import Settings
 from worker.runtimes.base import PTYS_MAX, TMPFS_INODES, Limits, SandboxJob
@@ -48,12 +54,12 @@ def container_environ() -> dict[str, str]:
 
 
 def sandbox_host_config(client: docker.DockerClient, job: SandboxJob,
-                        settings: Settings) -> dict[str, Any]:
+                        settings: Settings) -> HostConfig:
     """Every limit and security flag of a sandbox container, in one place."""
     limits = Limits.of(job, settings)
     memory = f"{limits.memory_mb}m"
     gpus = [DeviceRequest(count=-1, capabilities=[["gpu"]])] if job.env.device == "cuda" else None
-    host_config: dict[str, Any] = client.api.create_host_config(
+    host_config: HostConfig = client.api.create_host_config(
         network_mode="none",
         read_only=True,
         # TVM compiles and dlopens its kernels in /tmp (the work directory), hence exec. Each
@@ -85,9 +91,9 @@ def sandbox_host_config(client: docker.DockerClient, job: SandboxJob,
 
 
 def container_config(client: docker.DockerClient, job: SandboxJob, settings: Settings,
-                     image_id: str, command: list[str], labels: dict[str, str]) -> dict[str, Any]:
+                     image_id: str, command: list[str], labels: dict[str, str]) -> ContainerConfig:
     """The whole config of a detached sandbox container of `image_id` running `command`."""
-    config: dict[str, Any] = client.api.create_container_config(
+    config: ContainerConfig = client.api.create_container_config(
         image_id, command, user=SANDBOX_USER,
         detach=True,
         environment=container_environ(), working_dir=SCRATCH_DIR, hostname="sandbox",
