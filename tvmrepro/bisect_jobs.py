@@ -5,7 +5,7 @@ stored it advances it: the bisect object is computed again and stored once,
 and the binary strategy adds its next probes as new runs. Runs served from
 the cache finish at once, so a step keeps going until a probe waits for a
 worker or the bisection is finished. A worker that dies between storing a
-result and the step leaves it to the recovery sweep (`stalled`); a read never
+result and the step leaves it to the recovery sweep (worker/recovery.py); a read never
 takes a step. Both sides call this module; whoever publishes the runs it
 returns is the caller's business.
 """
@@ -143,14 +143,7 @@ def start(store: Store, job: JobRow, case: Case, options: Options, catalog: Cata
 def current(store: Store, job: JobRow) -> Bisection | None:
     """A bisect job's bisect object, as its last step stored it (None: no step stored one
     yet): read only. A finished run that no step saw (its worker died between storing the
-    result and the step) is caught up by the recovery sweep (`stalled`), not by a read."""
+    result and the step) is caught up by the recovery sweep, not by a read."""
     row = store.bisection(job.id)
     found = row["result"] if row is not None else None
     return Bisection.model_validate(found) if found is not None else None
-
-
-def stalled(store: Store, catalog: Catalog, before: float) -> list[RunRow]:
-    """Advance every bisect job that has finished runs no step saw (not updated since
-    `before`); the new runs that wait for a worker, to publish."""
-    return [run for job_id in store.stalled_bisections(before)
-            for run in advance(store, job_id, catalog)]
