@@ -101,12 +101,12 @@ class Stack:
         return env
 
     def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
-        log = open(self.home / f"{name}.log", "ab")  # noqa: SIM115  # the child keeps it
         # The product knows no fake runtime: a stack of fake runs starts the tests' launcher.
         entry = "tests.fakes.cli" if self.environ.get("TVMREPRO_RUNTIME") == "fake" else "cli"
-        return subprocess.Popen([sys.executable, "-m", entry, *args], env=self.environ,
-                                cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        with open(self.home / f"{name}.log", "ab") as log:  # the child keeps its own copy
+            return subprocess.Popen([sys.executable, "-m", entry, *args], env=self.environ,
+                                    cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
 
     def start_api(self) -> None:
         """Start the API and wait until /healthz answers 200."""

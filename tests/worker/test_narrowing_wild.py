@@ -78,7 +78,7 @@ def test_a_module_that_is_not_well_formed_is_reduced(
     case = load_case_file(CASES / "tvm-20195" / "failing.json")
     assert "@I.ir_module(check_well_formed=False)" in (case.source or "")
     env = tvm_envs[NEW_ENV]
-    found = reduce_case(case, Options(env=env, variant="extracted", budget_s=90),
+    found = reduce_case(case, Options(env=env, variant="extracted", budget_s=30),
                         warm_runtime).model_dump(mode="json")
     assert found["after"]["lines"] < found["before"]["lines"], found["log"]
     assert "module left as given" not in " ".join(found["log"])

@@ -43,15 +43,15 @@ def test_a_uid_claimed_by_another_process_is_not_drawn(two_uids: tuple[int, int]
          "    print(uids.claim_uid(hold), flush=True)\n"
          "    sys.stdin.read()\n"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout is not None
-        assert int(holder.stdout.readline()) == two_uids[0]
-        for _ in range(20):
-            with contextlib.ExitStack() as hold:
-                assert uids.claim_uid(hold) == two_uids[1]
-    finally:
-        holder.kill()
-        holder.wait()
+    with holder:
+        try:
+            assert holder.stdout is not None
+            assert int(holder.stdout.readline()) == two_uids[0]
+            for _ in range(20):
+                with contextlib.ExitStack() as hold:
+                    assert uids.claim_uid(hold) == two_uids[1]
+        finally:
+            holder.kill()
     # It died without releasing: the kernel let its lock go, and its uid is drawable again.
     seen = set()
     for _ in range(40):

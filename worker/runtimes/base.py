@@ -316,6 +316,7 @@ class CappedReader(threading.Thread):
         self.output = CappedOutput(cap)
 
     def run(self) -> None:
-        """Read until EOF."""
-        while chunk := self.stream.read(65536):
-            self.output.keep(chunk)
+        """Read until EOF, then close the stream (the pipe's end is ours)."""
+        with self.stream:
+            while chunk := self.stream.read(65536):
+                self.output.keep(chunk)

@@ -83,13 +83,14 @@ class EventsReader(CappedReader):
         self.ready = threading.Event()
 
     def run(self) -> None:
-        """Read until EOF, watching the first line for `ready`."""
-        while chunk := self.stream.read1(65536):  # type: ignore[attr-defined]
-            self.output.keep(chunk)
-            if not self.ready.is_set() and b"\n" in self.output.kept:
-                first = bytes(self.output.kept.split(b"\n", 1)[0])
-                if b'"event": "ready"' in first:
-                    self.ready.set()
+        """Read until EOF, watching the first line for `ready`; then close the stream."""
+        with self.stream:
+            while chunk := self.stream.read1(65536):  # type: ignore[attr-defined]
+                self.output.keep(chunk)
+                if not self.ready.is_set() and b"\n" in self.output.kept:
+                    first = bytes(self.output.kept.split(b"\n", 1)[0])
+                    if b'"event": "ready"' in first:
+                        self.ready.set()
 
 
 # Mounts the work directory's tmpfs, and the /tmp, /dev/shm and /dev/pts that bubblewrap binds
