@@ -18,7 +18,8 @@ from cli.narrowing import (
 from cli.output import EXIT_FAILURE, error_console, print_json, reports_errors, shown
 from tvmrepro.cases import Case, load_case_file
 from tvmrepro.environments import Environment, default_catalog
-from tvmrepro.narrowing import EXTRACTED_VARIANT, Extracted
+from tvmrepro.narrowed import Extracted
+from tvmrepro.narrowing import EXTRACTED_VARIANT
 
 
 @click.command("extract")

@@ -18,7 +18,8 @@ from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput
 from tvmrepro.models import JobRequest, JobView
-from tvmrepro.narrowing import Extracted, ProgressEvent, Reduced
+from tvmrepro.narrowed import Extracted, Reduced
+from tvmrepro.narrowing import ProgressEvent
 from tvmrepro.settings import Settings
 from worker.runtimes.base import Runtime
 

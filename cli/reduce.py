@@ -20,13 +20,8 @@ from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.escaping import visible
 from tvmrepro.fanout import select_variants
-from tvmrepro.narrowing import (
-    DEFAULT_BUDGET_S,
-    DEFAULT_ORACLE,
-    MAX_BUDGET_S,
-    MIN_BUDGET_S,
-    Reduced,
-)
+from tvmrepro.narrowed import Reduced
+from tvmrepro.narrowing import DEFAULT_BUDGET_S, DEFAULT_ORACLE, MAX_BUDGET_S, MIN_BUDGET_S
 
 
 @click.command("reduce")

@@ -10,7 +10,8 @@ from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput
 from tvmrepro.lifecycle import JobStatus
 from tvmrepro.models import JobRequest
-from tvmrepro.narrowing import Extraction, NarrowOptions, Reduction, make_options
+from tvmrepro.narrowed import Extraction, Reduction
+from tvmrepro.narrowing import NarrowOptions, make_options
 from tvmrepro.narrowing_jobs import current, start
 from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.store import Store

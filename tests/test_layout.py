@@ -16,6 +16,8 @@ tvmrepro/ or cli/ is over MAX_MODULE_LINES lines, and no function over MAX_FUNCT
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -131,6 +133,21 @@ def test_the_check_sees_the_store_import_logic(tmp_path: Path) -> None:
         "tvmrepro/store_x.py imports tvmrepro.bisection",
         "tvmrepro/store_x.py imports tvmrepro.comparisons",
         "tvmrepro/store_x.py imports tvmrepro.comparisons.compare"]
+
+
+def loaded_with_the_store() -> list[str]:
+    """The logic modules that opening the store loads, however indirectly (a fresh process)."""
+    probe = ("import sys, tvmrepro.store\n"
+             "print('\\n'.join(m for m in sorted(sys.modules) if m.startswith('tvmrepro.')))")
+    loaded = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
+                            text=True, check=True).stdout.split()
+    assert "tvmrepro.store" in loaded  # the probe saw the store itself
+    return [name for name in loaded if name.startswith(STORE_FORBIDDEN)]
+
+
+def test_opening_the_store_loads_no_domain_logic() -> None:
+    # Not only its own imports: the rows and wire models it reads pull in none either.
+    assert loaded_with_the_store() == []
 
 
 def oversized(path: Path, root: Path) -> list[str]:

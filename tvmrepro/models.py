@@ -7,9 +7,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from tvmrepro.lifecycle import JobStatus, RunState
-from tvmrepro.narrowing import Extraction, Reduction
+from tvmrepro.narrowed import Extraction, Reduction
 from tvmrepro.results import FunctionInfo
-from tvmrepro.symbols import SymbolTrace
+from tvmrepro.traced import SymbolTrace
 from tvmrepro.tracker.known import KnownIssue
 from tvmrepro.tracker.sweep import SweepJobAnswer
 from tvmrepro.tracker.triage_job import TriageJobAnswer

@@ -1,5 +1,5 @@
 """Narrowing a report (CONTRACT.md, "Reduction"): what a reduce or extract job asks, checked,
-and the shape of its answer in the job's JSON.
+and how its row becomes its answer in the job's JSON (the answers' models: narrowed.py).
 
 A reduce job shrinks one module-mode variant in one environment while an
 oracle holds; an extract job turns a script into the module-mode case of the
@@ -15,12 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from tvmrepro.bisection import choose_variant
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput
+from tvmrepro.narrowed import Extraction, NarrowState, Reduction
 from tvmrepro.oracles import parse_oracle
 
 DEFAULT_ORACLE = "signature"
@@ -94,9 +93,7 @@ def make_options(kind: str, case: Case, envs: list[Environment], variant: str | 
                          parsed.text, budget)
 
 
-# The answer, as the job's JSON shows it ----------------------------------------------------
-
-NarrowState = Literal["queued", "running", "done", "failed"]
+# Progress, and the answer as the job's JSON shows it (its models: narrowed.py) ------------
 
 
 class ProgressEvent(TypedDict, total=False):
@@ -130,115 +127,6 @@ class NarrowingRow:
     progress: StoredProgress | None
     result: dict[str, object] | None
     error: str | None
-
-
-class NarrowProgress(BaseModel):
-    """Where a narrowing is: its phase, the last thing it did, and the sizes so far."""
-
-    phase: str
-    what: str = ""
-    steps: int = Field(default=0, description="edits kept so far")
-    runs: int = Field(default=0, description="candidate runs so far")
-    passes: int | None = None
-    lines: int | None = Field(default=None, description="module lines of the best case so far")
-    seconds: float = 0.0
-
-
-class Size(BaseModel):
-    """A case's size: its passes and its module's lines (blank lines not counted)."""
-
-    passes: int
-    lines: int
-
-
-class Reduction(BaseModel):
-    """A reduce job's answer so far (CONTRACT.md, "Reduction"); the final one when `state` is
-    done."""
-
-    model_config = ConfigDict(extra="allow")  # the reducer's own numbers (checks, ...)
-    state: NarrowState
-    oracle: str
-    environment: str
-    variant: str
-    budget_s: int
-    progress: NarrowProgress | None = None
-    case: Case | None = Field(default=None, description="the reduced case (while "
-                                        "running: the best case so far)")
-    signature: str | None = Field(default=None, description="the signature the oracle keeps")
-    before: Size | None = None
-    after: Size | None = None
-    steps: int = 0
-    runs: int = 0
-    finished: bool | None = Field(default=None, description="the reducer tried every edit "
-                                  "(false: its time budget ended it with the best case so far)")
-    log: list[str] = Field(default_factory=list)
-    error: str | None = Field(default=None, description="why there is no reduced case")
-
-
-class Reduced(BaseModel):
-    """What a reduction found: the reduced case and its numbers (a reduce job's answer once
-    it is done; while it runs, the best case so far without `finished` and `log`). As a
-    service's job gives it, it carries the job's own fields too (budget_s, error, job)."""
-
-    model_config = ConfigDict(extra="allow")
-    case: Case
-    oracle: str
-    signature: str | None
-    environment: str
-    variant: str
-    before: Size
-    after: Size
-    steps: int
-    runs: int
-    checks: int
-    finished: bool
-    seconds: float
-    log: list[str]
-
-
-class CaseRun(BaseModel):
-    """How an extracted case ran, as it is."""
-
-    status: str
-    stage: str | None = None
-    signature: str | None = None
-
-
-class Extracted(BaseModel):
-    """What an extraction found (an extract job's answer once it is done): the case and
-    whether it reproduces the script. As a service's job gives it, it carries the job's own
-    fields too (at, error, job)."""
-
-    model_config = ConfigDict(extra="allow")
-    case: Case
-    signature: str | None
-    stage: str | None
-    environment: str
-    reproduces: bool
-    case_run: CaseRun
-    notes: list[str]
-    module_from: str
-
-
-class Extraction(BaseModel):
-    """An extract job's answer (CONTRACT.md, "Reduction")."""
-
-    model_config = ConfigDict(extra="allow")
-    state: NarrowState
-    environment: str
-    at: str
-    progress: NarrowProgress | None = None
-    case: Case | None = Field(default=None, description="the module-mode case")
-    signature: str | None = Field(default=None, description="the script's signature")
-    stage: str | None = None
-    reproduces: bool | None = Field(default=None, description="the case, run as it is, gives "
-                                    "the script's signature")
-    case_run: CaseRun | None = None
-    notes: list[str] = Field(default_factory=list)
-    module_from: str | None = Field(default=None, description="where the case's module came "
-                                    "from: the failing release's printer, another release's, "
-                                    "tvm.ir.save_json, or the script's own class")
-    error: str | None = Field(default=None, description="why the script cannot be extracted")
 
 
 def answer(row: NarrowingRow, state: NarrowState) -> Reduction | Extraction:

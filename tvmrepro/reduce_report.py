@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from tvmrepro.cases import Case
 from tvmrepro.escaping import code_block, code_span, table_cell
-from tvmrepro.narrowing import Extraction, Reduction
+from tvmrepro.narrowed import Extraction, Reduction
 
 REDUCED_FILE = "reduced.json"
 EXTRACTED_FILE = "extracted.json"

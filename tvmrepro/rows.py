@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tvmrepro.lifecycle import RunState
 from tvmrepro.models import Comparison
-from tvmrepro.symbols import SymbolTrace
+from tvmrepro.traced import SymbolTrace
 
 
 class RunRow(BaseModel):

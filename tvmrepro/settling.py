@@ -19,7 +19,8 @@ from tvmrepro.models import Comparison
 from tvmrepro.results import Result
 from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.store import Store
-from tvmrepro.symbols import SymbolTrace, symbol_traces
+from tvmrepro.symbols import symbol_traces
+from tvmrepro.traced import SymbolTrace
 
 log = logging.getLogger(__name__)
 Settled = tuple[list[Comparison], list[SymbolTrace]]  # what a finished job stores once

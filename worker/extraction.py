@@ -35,7 +35,8 @@ from typing import cast
 from tvmrepro.cases import JSON_MODULE_SOURCE, Case, parse_case
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
-from tvmrepro.narrowing import EXTRACTED_VARIANT, CaseRun, Extracted
+from tvmrepro.narrowed import CaseRun, Extracted
+from tvmrepro.narrowing import EXTRACTED_VARIANT
 from tvmrepro.results import Result, Status
 from worker.extract_steps import (
     BuildFields,

@@ -18,7 +18,8 @@ import time
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput
-from tvmrepro.narrowing import NarrowOptions, ProgressEvent, Reduced, Size, StoredProgress
+from tvmrepro.narrowed import Reduced, Size
+from tvmrepro.narrowing import NarrowOptions, ProgressEvent, StoredProgress
 from tvmrepro.narrowing_jobs import save_answer, save_progress
 from tvmrepro.results import Result
 from tvmrepro.store import Store

@@ -26,7 +26,8 @@ from typing import Any, Literal, TypeVar
 from tvmrepro.cases import Case, parse_case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput, RuntimeFault
-from tvmrepro.narrowing import DEFAULT_BUDGET_S, DEFAULT_ORACLE, ProgressEvent, Reduced, Size
+from tvmrepro.narrowed import Reduced, Size
+from tvmrepro.narrowing import DEFAULT_BUDGET_S, DEFAULT_ORACLE, ProgressEvent
 from tvmrepro.oracles import Verdict, judge, parse_oracle
 from tvmrepro.results import FAILING, Result
 from worker import candidates

@@ -23,7 +23,7 @@ from tvmrepro.lifecycle import JobStatus, RunState
 from tvmrepro.models import JobRequest
 from tvmrepro.report import render_report
 from tvmrepro.settings import Settings
-from tvmrepro.symbols import SymbolEvent, SymbolTrace
+from tvmrepro.traced import SymbolEvent, SymbolTrace
 
 SERVER = "http://tvmrepro.test"
 

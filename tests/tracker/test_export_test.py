@@ -22,7 +22,7 @@ from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.lifecycle import JobStatus, RunState
 from tvmrepro.models import JobView, Matrix, RunView
-from tvmrepro.narrowing import Extraction, Reduction
+from tvmrepro.narrowed import Extraction, Reduction
 from tvmrepro.results import Result
 from tvmrepro.tracker.export_test import (
     chosen_case,

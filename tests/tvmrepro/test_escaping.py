@@ -28,7 +28,7 @@ from tvmrepro.models import (
     RunView,
     SignatureGroup,
 )
-from tvmrepro.narrowing import Extraction, Reduction
+from tvmrepro.narrowed import Extraction, Reduction
 from tvmrepro.reduce_report import render_extract, render_reduce
 from tvmrepro.report import render_report
 from tvmrepro.reproducer import reproducer

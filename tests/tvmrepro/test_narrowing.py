@@ -9,14 +9,8 @@ import pytest
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
-from tvmrepro.narrowing import (
-    Extraction,
-    NarrowingRow,
-    NarrowOptions,
-    Reduction,
-    answer,
-    make_options,
-)
+from tvmrepro.narrowed import Extraction, Reduction
+from tvmrepro.narrowing import NarrowingRow, NarrowOptions, answer, make_options
 
 MODULE = {"source": "@I.ir_module\nclass Module:\n    pass\n", "module": "Module",
           "variants": [{"name": "a", "passes": ["FuseTIR"]}, {"name": "b", "passes": []}],

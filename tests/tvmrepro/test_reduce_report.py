@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tvmrepro.narrowing import Extraction, Reduction
+from tvmrepro.narrowed import Extraction, Reduction
 from tvmrepro.reduce_report import render_extract, render_reduce, reproduce_command
 
 SOURCE = "from tvm.script import relax as R\n\n@I.ir_module\nclass Module:\n    pass\n"

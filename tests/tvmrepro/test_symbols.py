@@ -8,7 +8,8 @@ import pytest
 
 from tests.cli.test_cli_local import MISSING_FUNCTION
 from tests.conftest import NEW_ENV, OLD_ENV
-from tvmrepro.symbols import SymbolTrace, symbol_traces, trace
+from tvmrepro.symbols import symbol_traces, trace
+from tvmrepro.traced import SymbolTrace
 
 
 @pytest.mark.tvm
