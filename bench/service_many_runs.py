@@ -8,6 +8,12 @@ Side by side, interleaved so that drift hits all alike:
   result stored;
 - reduce: a reduce job of the founding case (`fusetir-once` on the newest release) on the same
   service, timed from submit to the job read done; its answer is checked to be the known one.
+Then where a matrix's time goes, stage by stage, read from the store's own times of each run
+(created, published, claimed, stored) and the sandbox's (`seconds`: from the hand-over to its
+end, and the harness's own part of it: parse, passes, build, VM), medians over the samples:
+the POST, the publish, the wait for a slot, the sandbox, the worker's own part around the
+sandbox (claim, events, storing), and from the last result stored to the client's poll seeing
+the job done.
 Before each measure the bench waits until the service's processes are idle (the sandboxes that
 replace the ones a job took have imported TVM).
 
@@ -44,6 +50,7 @@ from bench.service_vs_bare import (  # noqa: E402
 )
 from tvmrepro.environments import default_catalog  # noqa: E402
 from tvmrepro.settings import Settings  # noqa: E402
+from tvmrepro.store import Store  # noqa: E402
 from worker.provision import env_python, provision  # noqa: E402
 
 VARIANT = "fusetir-once"
@@ -58,16 +65,53 @@ def finished(service: Service, job_id: str) -> dict[str, Any]:
         time.sleep(POLL_S)
 
 
-def time_matrix(service: Service, case: dict[str, Any], env_ids: list[str]) -> float:
-    """Seconds from submit to the matrix's last result stored."""
+def time_matrix(service: Service, case: dict[str, Any], env_ids: list[str],
+                stages: dict[str, list[float]] | None = None) -> float:
+    """Seconds from submit to the matrix's last result stored (`stages`: each stage's seconds
+    appended, see stage_times)."""
     submitted = time.time()
     job = service.http.post("/api/v1/jobs", json={"case": case, "environments": env_ids,
                                                   "bypass_cache": True}).json()
+    posted = time.time()
     done = finished(service, job["id"])
+    seen = time.time()
     statuses = {run["result"]["status"] for run in done["runs"]}
     if len(done["runs"]) != 2 * len(env_ids) or "infra_error" in statuses:
         raise SystemExit(f"the matrix did not run as asked: {json.dumps(done)[:2000]}")
+    if stages is not None:
+        for stage, seconds in stage_times(service, job["id"], submitted, posted, seen).items():
+            stages.setdefault(stage, []).append(seconds)
     return max(stored_at(run) for run in done["runs"]) - submitted
+
+
+def stage_times(service: Service, job_id: str, submitted: float, posted: float,
+                seen: float) -> dict[str, float]:
+    """Where one matrix's time went: the job's own steps, and each run's stages summed over its
+    runs (they overlap: two at once), from the store's times and the sandbox's."""
+    store = Store(f"sqlite:///{service.home / 'tvmrepro.sqlite'}")
+    try:
+        job = store.job(job_id)
+        assert job is not None
+        runs = job.runs
+        seconds = [(run.result or {}).get("seconds", {}) for run in runs]
+        sandbox = {run.id: float(said.get("total", 0.0))
+                   for run, said in zip(runs, seconds, strict=True)}
+        harness = sum(float(said.get("harness", 0.0)) for said in seconds)
+    finally:
+        store.dispose()
+    first_published = min(run.published_at or run.created_at for run in runs)
+    last_stored = max(run.finished_at or 0.0 for run in runs)
+    return {
+        "job: POST answered": posted - submitted,
+        "job: submit to first publish": first_published - submitted,
+        "job: last stored to poll done": seen - last_stored,
+        "runs: waiting for a slot": sum((r.claimed_at or 0) - (r.published_at or 0)
+                                        for r in runs),
+        "runs: in the sandbox": sum(sandbox.values()),
+        "runs: of which in the harness": harness,
+        "runs: worker around it": sum((r.finished_at or 0) - (r.claimed_at or 0) - sandbox[r.id]
+                                      for r in runs),
+    }
 
 
 def time_reduce(service: Service, case: dict[str, Any], env_id: str, budget_s: int) -> float:
@@ -102,13 +146,14 @@ def main() -> None:
                       concurrency=2, more_envs=tuple(e.id for e in envs[:-1]))
     env_ids = [e.id for e in envs]
     samples: dict[str, list[float]] = {"bare": [], "matrix": [], "reduce": []}
+    stages: dict[str, list[float]] = {}
     try:
         time_matrix(service, case, env_ids)  # warm-up: cold caches after the start
         for _ in range(args.repeat):
             service.settle()
             samples["bare"].append(time_bare(env_python(settings, newest), script))
             service.settle()
-            samples["matrix"].append(time_matrix(service, case, env_ids))
+            samples["matrix"].append(time_matrix(service, case, env_ids, stages))
             service.settle()
             samples["reduce"].append(time_reduce(service, case, newest.id, args.budget_s))
     finally:
@@ -123,6 +168,10 @@ def main() -> None:
     print(summary("bare cold python", samples["bare"], bare))
     print(summary("matrix: 6 runs, 3 releases", samples["matrix"], bare))
     print(summary(f"reduce job ({VARIANT})", samples["reduce"], bare))
+    print(f"where a matrix's {statistics.median(samples['matrix']):.2f} s went (medians; the runs' "
+          f"stages are summed over its six runs, two at a time):")
+    for stage, seconds in stages.items():
+        print(f"  {stage:<34} {statistics.median(seconds):7.3f} s")
 
 
 if __name__ == "__main__":

@@ -70,7 +70,10 @@ def write_stdin(api: docker.APIClient, container_id: str, data: bytes) -> None:
     try:
         raw.sendall(data)
     finally:
+        # Closing the file object docker-py hands back leaves its socket open (until the
+        # garbage collector finds it): close both.
         sock.close()
+        raw.close()
 
 
 def read_archived(api: docker.APIClient, container_id: str, path: str, cap: int) -> bytes:
