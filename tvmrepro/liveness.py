@@ -17,6 +17,11 @@ import os
 import socket
 from pathlib import Path
 
+import psutil
+
+# How far a wall-clock create time (older releases' tokens) may be from psutil's now.
+WALL_CLOCK_SLACK_S = 1.5
+
 
 @functools.cache
 def _boot() -> str:
@@ -54,15 +59,21 @@ def process_token(pid: int | None = None) -> str:
 def token_alive(token: str) -> bool | None:
     """Whether the token's process still runs: None when it belongs to another host (cannot tell).
 
-    A token without a create time (written by an older release: "<host>:<pid>") is
-    judged by its pid alone.
+    Tokens of older releases: one without a create time ("<host>:<pid>") is judged by its
+    pid alone; one with psutil's wall-clock create time by that time, give or take the
+    second by which the kernel's btime may have moved since.
     """
     host, _, rest = token.partition(":")
     pid_text, _, created = rest.partition(":")
     if host != socket.gethostname() or not pid_text.isdigit():
         return None
     now = _create_time(int(pid_text))
-    return now is not None and created in ("", "?", now)
+    if now is None or created in ("", "?", now):
+        return now is not None
+    try:
+        return abs(float(created) - psutil.Process(int(pid_text)).create_time()) < WALL_CLOCK_SLACK_S
+    except (ValueError, psutil.Error):
+        return False
 
 
 def claimer_gone(token: str) -> bool:

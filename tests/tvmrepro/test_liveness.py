@@ -52,3 +52,12 @@ def test_a_token_outlives_a_moved_boot_time(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(psutil._pslinux, "boot_time", lambda: booted + 1.0)
     assert psutil.Process(os.getppid()).create_time() == pytest.approx(before + 1)
     assert token_alive(token) is True
+
+
+def test_an_older_release_s_token_of_a_live_process_reads_alive() -> None:
+    # Written before an upgrade with psutil's wall-clock create time: its worker still runs.
+    host, pid = socket.gethostname(), os.getppid()
+    created = psutil.Process(pid).create_time()
+    assert token_alive(f"{host}:{pid}:{created:.2f}") is True
+    assert token_alive(f"{host}:{pid}:{created + 1.0:.2f}") is True  # btime moved by a second
+    assert token_alive(f"{host}:{pid}:{created - 60:.2f}") is False  # another process's pid
