@@ -293,7 +293,7 @@ class JobService:
         # the recovery sweep, and until then the job reads without them.
         comparisons, symbols = job.comparisons, job.symbols
         runs = [_run_view(run) for run in job.runs]
-        status = bisect_status(job_status(job.runs), bisect)
+        status = bisect_status(job_status(job.runs, settled=comparisons is not None), bisect)
         reduce, extract = read_narrowing(self.store, job, status)
         return JobView(
             id=job.id, kind=job.kind, title=job.title, status=status, reduce=reduce,

@@ -25,9 +25,11 @@ from tvmrepro.rows import JobRow, RunRow
 REFERENCE = "numpy reference"  # the `against` variant of a cell compared with the case's reference
 
 
-def job_status(runs: list[RunRow]) -> JobStatus:
-    """queued (nothing started), running, done, or failed (every result is an infra_error)."""
-    if all(run.done for run in runs):
+def job_status(runs: list[RunRow], settled: bool = True) -> JobStatus:
+    """queued (nothing started), running, done, or failed (every result is an infra_error).
+    Not `settled` (its last run stored, its comparisons not yet): running, so that a client
+    that stops polling at done finds them there."""
+    if all(run.done for run in runs) and settled:
         failed = bool(runs) and all(run.status == Status.INFRA_ERROR for run in runs)
         return JobStatus.FAILED if failed else JobStatus.DONE
     if all(run.state == RunState.QUEUED for run in runs):

@@ -148,11 +148,16 @@ def test_the_recovery_sweep_settles_what_a_dead_finisher_left(
     sweeper = Sweeper(service.celery, service.settings, [NEW_ENV])
     sweeper.settle_left()  # finished just now: its finisher may still be at it
     assert service.store.unsettled_jobs(0.0, time.time() + 1) == [run_job]
+    # Every run stored, its comparisons not: not yet done (a client stops polling at done).
+    unsettled = client.get(f"/api/v1/jobs/{run_job}").get_json()
+    assert {run["state"] for run in unsettled["runs"]} == {"done"}
+    assert unsettled["status"] == "running"
     monkeypatch.setattr(recovery, "FINISHER_GRACE_S", 0.0)  # as if the grace had passed
     sweeper.settle_left()
     assert service.store.unsettled_jobs(0.0, time.time() + 1) == []
     assert service.store.stalled_bisections(time.time() + 1) == []
-    matrix = client.get(f"/api/v1/jobs/{run_job}").get_json()["matrix"]
-    assert [c["first_differing_pass"]["index"] for c in matrix["comparisons"]] == [1, 1]
+    settled = client.get(f"/api/v1/jobs/{run_job}").get_json()
+    assert settled["status"] == "done"
+    assert [c["first_differing_pass"]["index"] for c in settled["matrix"]["comparisons"]] == [1, 1]
     after = client.get(f"/api/v1/jobs/{bisect_job}").get_json()
     assert after["bisect"]["progress"]["done"] == before["bisect"]["progress"]["done"] + 1
