@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -52,12 +53,22 @@ class Backend:
     redis_prefix: str = ""
 
 
+# Below the kernel's ephemeral range (32768-60999): a port from bind(0) is one that an
+# outgoing connection or another process's bind(0) may take before the server binds it
+# (an API then exits with "Address already in use" while another answers on its port).
+PORTS = range(20000, 32000)
+
+
 def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A TCP port nobody listens on right now, drawn outside the ephemeral range."""
+    while True:
+        port = random.choice(PORTS)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 def make_home(root: Path, test_home: Path) -> Path:
@@ -114,6 +125,10 @@ class Stack:
         self._until(lambda: self._healthy(), "the API to answer /healthz")
 
     def _healthy(self) -> bool:
+        """Our API answers /healthz (an API that exited fails at once: another may be there)."""
+        assert self.api is not None
+        if self.api.poll() is not None:
+            raise AssertionError(f"the API exited ({self.api.returncode})\n{self.logs()}")
         try:
             return self.http.get("/healthz").status_code == 200
         except httpx.TransportError:
