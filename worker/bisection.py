@@ -9,6 +9,7 @@ from celery import Celery
 from tvmrepro.bisect_jobs import advance
 from tvmrepro.environments import default_catalog
 from tvmrepro.queue import publish_run
+from tvmrepro.settling import settle
 from tvmrepro.store import Store
 
 log = logging.getLogger(__name__)
@@ -17,8 +18,13 @@ log = logging.getLogger(__name__)
 def after_run(app: Celery, store: Store, job_id: str) -> None:
     """Advance the job's bisection, if it is a bisect job, and publish the runs it added."""
     try:
-        for run in advance(store, job_id, default_catalog()):
+        waiting = advance(store, job_id, default_catalog())
+        for run in waiting:
             publish_run(app, run.id, run.environment, run.timeout_s)
+        if not waiting:
+            # The step's probes (if any) all came from the cache: no finisher will settle the
+            # job's comparisons for them, and it reads running until they are stored.
+            settle(store, job_id)
     except Exception:
         # The run's result is stored; the recovery sweep takes the step (and publishes runs
         # stored but not published).
