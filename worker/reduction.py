@@ -198,10 +198,18 @@ class Reducer:
 
     def check(self, sources: list[str], module: str) -> list[Checked]:
         """The harness's verdict on each source (memoized): parses and is well formed, and the
-        module printed back."""
+        module printed back. The sources are split over `workers` sandboxes checking at once."""
         fresh = [s for s in dict.fromkeys(sources) if (s, module) not in self.verdicts]
-        for source, verdict in zip(fresh, self._check(fresh, module), strict=True):
-            self.verdicts[(source, module)] = verdict
+        width = min(max(1, self.options.workers), len(fresh))
+        if width:
+            size = -(-len(fresh) // width)
+            parts = [fresh[k:k + size] for k in range(0, len(fresh), size)]
+            self._reserve(len(parts))
+            with ThreadPoolExecutor(max_workers=len(parts)) as pool:
+                verdicts = [v for part in pool.map(lambda p: self._check(p, module), parts)
+                            for v in part]
+            for source, verdict in zip(fresh, verdicts, strict=True):
+                self.verdicts[(source, module)] = verdict
         return [self.verdicts[(s, module)] for s in sources]
 
     def _check(self, sources: list[str], module: str) -> list[Checked]:
@@ -297,6 +305,16 @@ class Reducer:
                 return
 
     def _try(self, batch: list[candidates.Candidate]) -> candidates.Candidate | None:
+        """The first edit of `batch`, in order, that parses, is acceptable and holds. Checked
+        and run `workers` edits at a time: the edits after the first that holds cost nothing."""
+        width = max(1, self.options.workers)
+        for start in range(0, len(batch), width):
+            taken = self._try_chunk(batch[start:start + width])
+            if taken is not None:
+                return taken
+        return None
+
+    def _try_chunk(self, batch: list[candidates.Candidate]) -> candidates.Candidate | None:
         if not batch:
             return None
         verdicts = self.check([c.source for c in batch], self.state.module)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -190,3 +191,47 @@ def test_nothing_after_a_candidate_known_to_hold_is_run() -> None:
     assert reducer.first_holding([(source, ["FuseOps"])]) == 0
     assert reducer.first_holding([(source, ["FuseOps"]), (source, ["Normalize"])]) == 0
     assert len(runtime.jobs) == 1 + 1
+
+
+class MeetingFakeRuntime(FakeReducingRuntime):
+    """A fake whose checks each wait for another check to be running too (a barrier of two):
+    checks made one after the other time out instead."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.meeting = threading.Barrier(2, timeout=10)
+
+    def execute(self, job: SandboxJob) -> Execution:
+        if job.case.get("harness"):
+            self.meeting.wait()
+        return super().execute(job)
+
+
+def test_a_batch_of_checks_is_split_over_the_workers_and_checked_at_once() -> None:
+    runtime = MeetingFakeRuntime()
+    reducer, source = two_at_once(runtime)
+    sources = [source.replace("(8, 8)", f"({n}, 8)") for n in range(1, 6)]
+    verdicts = reducer.check(sources + sources[:1], reducer.state.module)
+    checks = [j.case["harness"]["sources"] for j in runtime.jobs if j.case.get("harness")]
+    # Five fresh sources over two sandboxes at once, in order; the repeat is not checked again.
+    assert sorted(checks) == sorted([sources[:3], sources[3:]]) and reducer.state.checks == 2
+    assert [v["source"] for v in verdicts] == sources + sources[:1]
+
+
+def test_edits_after_the_first_pair_that_holds_are_neither_checked_nor_run() -> None:
+    from worker.candidates import Candidate
+
+    runtime = FakeReducingRuntime()
+    reducer, source = two_at_once(runtime)
+    reducer.state.passes = [{"name": "FuseOps"}]
+    runtime.jobs.clear()
+    # The first edit drops the bug (checked, runs ok), the second keeps it, four more follow.
+    keeps = source.replace("        a: R.Tensor((8, 8), dtype=\"float32\") = R.add(x, x)\n", "")
+    drops = source.replace("R.nn.softmax(x)", "R.add(x, x)")
+    batch = [Candidate("drop the bug", drops), Candidate("drop a", keeps)] + [
+        Candidate(f"shape {n}", source.replace("(8, 8)", f"({n}, 8)")) for n in range(1, 5)]
+    taken = reducer._try(batch)
+    assert taken is not None and taken.what == "drop a"
+    checked = [s for j in runtime.jobs if j.case.get("harness") for s in j.case["harness"]["sources"]]
+    assert checked == [drops, keeps]  # the other four edits cost nothing
+    assert reducer.state.source == keeps
