@@ -315,8 +315,6 @@ class Reducer:
         return None
 
     def _try_chunk(self, batch: list[candidates.Candidate]) -> candidates.Candidate | None:
-        if not batch:
-            return None
         verdicts = self.check([c.source for c in batch], self.state.module)
         valid = [(c, v.get("source", "")) for c, v in zip(batch, verdicts, strict=True)
                  if self._acceptable(v) and v.get("source") != self.state.source]
