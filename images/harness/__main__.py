@@ -57,7 +57,7 @@ def _import_tvm() -> Any:
 
 
 def _harness_mode(case: dict[str, Any]) -> str | None:
-    """extract or check (reduction) when the worker asks for more than a run."""
+    """extract, check or candidate (reduction) when the worker asks for more than a run."""
     return (case.get("harness") or {}).get("mode")
 
 
@@ -87,8 +87,10 @@ def _print_traceback(exc: BaseException) -> None:
             os.write(2, text.encode(errors="replace"))
 
 
-def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path) -> dict[str, Any]:
-    """Run the case and return the result fields the harness knows."""
+def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path,
+        parsed: tuple[str, Any] | None = None) -> dict[str, Any]:
+    """Run the case and return the result fields the harness knows (`parsed`: its module's
+    text and namespace, parsed already; see run_module_case)."""
     script_mode = case.get("script") is not None
     tracer = Tracer(sink, idle_stage="script" if script_mode else None)
     tracer.enter("import")
@@ -114,7 +116,8 @@ def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path)
             fields.update(run_script_case(text, workdir))
         else:
             variant = next(v for v in case["variants"] if v["name"] == variant_name)
-            fields.update(run_module_case(tvm, case, variant, tracer, workdir, text, features))
+            fields.update(run_module_case(tvm, case, variant, tracer, workdir, text, features,
+                                          parsed))
         outcome = Outcome("ok")
         stage = tracer.final_stage()
     except BaseException as exc:  # the case's failure is the result, whatever it is
@@ -158,7 +161,15 @@ def run_request(request: dict[str, Any], events: str, workdir: str) -> None:
 
         check_sources(case, sink, path)
         os._exit(0)
-    fields = run(case, request.get("variant", "script"), sink, path)
+    parsed = None
+    if _harness_mode(case) == "candidate":  # a reduction's candidate: checked, then maybe run
+        from .reduce_module import check_candidate
+
+        to_run = check_candidate(case, sink, path)
+        if to_run is None:
+            os._exit(0)
+        case, parsed = to_run
+    fields = run(case, request.get("variant", "script"), sink, path, parsed)
     fields["harness_seconds"] = round(time.perf_counter() - started, 6)
     sink.emit("result", **fields)
     for stream in (sys.stdout, sys.stderr):

@@ -14,6 +14,8 @@ from .tracing import Tracer
 
 # Targets whose code runs on the host CPU; any other target kind names its device.
 _DEVICE_OF_TARGET = {"llvm": "cpu", "c": "cpu"}
+# The file a module-mode run writes its module to and runs (run as a module of the same name).
+RUN_FILE = "case_module.py"
 
 
 def run_source(path: Path, source: str, run_name: str) -> dict[str, Any]:
@@ -53,8 +55,12 @@ def module_json_prelude(case: dict[str, Any]) -> str:
 
 
 def run_module_case(tvm: Any, case: dict[str, Any], variant: dict[str, Any], tracer: Tracer,
-                    workdir: Path, source: str, features: Features) -> dict[str, Any]:
-    """Parse the module, apply the variant's passes one by one, build, create the VM, call entry."""
+                    workdir: Path, source: str, features: Features,
+                    parsed: tuple[str, Any] | None = None) -> dict[str, Any]:
+    """Parse the module, apply the variant's passes one by one, build, create the VM, call entry.
+
+    `parsed`: a text and the namespace it defined run as this run's file (a reduction's
+    candidate, parsed by its check): where it is this run's text, it is not parsed again."""
     source = module_json_prelude(case) + source
     target_spec = port_target(case["target"], features)
     target = tvm.target.Target(target_spec)
@@ -63,7 +69,10 @@ def run_module_case(tvm: Any, case: dict[str, Any], variant: dict[str, Any], tra
     reproducer = module_reproducer(tvm, case, variant, source, target_spec, device_kind)
     tracer.sink.emit("reproducer", text=reproducer)
     tracer.enter("parse")
-    namespace = run_source(workdir / "case_module.py", source, "case_module")
+    if parsed is not None and parsed[0] == source:
+        namespace = parsed[1]
+    else:
+        namespace = run_source(workdir / RUN_FILE, source, Path(RUN_FILE).stem)
     mod = namespace.get(case["module"])
     if mod is None or not isinstance(mod, tvm.IRModule):
         raise NameError(f"the source defines no IRModule named {case['module']!r}")

@@ -10,6 +10,14 @@ readable, canonical form the reducer keeps; a module that is not well formed
 with its decorator's check off) or the reason it does not parse. Events go out
 one by one, so a source that crashes the parser still leaves the verdicts of
 those before it.
+
+In candidate mode (case["harness"] == {"mode": "candidate", "source": ...,
+"current": ..., "well_formed": ...}) one source is checked the same way and,
+where the reducer would run it (it parses, is well formed if the case was, and
+is not the module it has now), run in the same process as a module-mode case
+of its printed text: on the module that printing parsed back, which is the
+module a run of that text parses (same file, same text), so the candidate
+costs one sandbox and one parse fewer than a check and then a run.
 """
 
 from __future__ import annotations
@@ -21,11 +29,12 @@ from typing import Any
 
 from .classify import first_line
 from .events import EventSink
-from .modes import module_json_prelude, run_source
+from .modes import RUN_FILE, module_json_prelude, run_source
 from .porting import Features, detect, port
-from .scriptsrc import module_source, parse_problem, well_formed
+from .scriptsrc import module_source, parse_back, parse_problem, well_formed
 
 MODE = "check"
+CANDIDATE_MODE = "candidate"
 
 
 def print_json(tvm: Any, workdir: Path, index: int, text: str) -> dict[str, Any]:
@@ -50,6 +59,14 @@ def check_one(tvm: Any, features: Features, workdir: Path, index: int, source: s
               module: str, prelude: str = "") -> dict[str, Any]:
     """Whether one source parses to an IRModule, whether it is well formed, and that module
     printed back. `prelude` runs before it (the case's MODULE_JSON) but is no part of it."""
+    return _check(tvm, features, workdir, index, source, module, prelude,
+                  workdir / f"printed_{index}.py")[0]
+
+
+def _check(tvm: Any, features: Features, workdir: Path, index: int, source: str, module: str,
+           prelude: str, printed_path: Path) -> tuple[dict[str, Any], Any]:
+    """check_one's verdict, and the namespace the printed module parsed back to as the file
+    `printed_path` (None where it was not printed back)."""
     text, _ = port(prelude + source, features)
     try:
         # The parser prints its diagnostics; the reason below is what the reducer needs.
@@ -57,18 +74,20 @@ def check_one(tvm: Any, features: Features, workdir: Path, index: int, source: s
             namespace = run_source(workdir / f"candidate_{index}.py", text, f"candidate_{index}")
     except BaseException as exc:  # a candidate that does not parse is a verdict, not a fault
         return {"index": index, "ok": False,
-                "reason": f"does not parse: {type(exc).__name__}: {first_line(str(exc))}"}
+                "reason": f"does not parse: {type(exc).__name__}: {first_line(str(exc))}"}, None
     mod = namespace.get(module)
     if not isinstance(mod, tvm.IRModule):
-        return {"index": index, "ok": False, "reason": f"defines no IRModule named {module!r}"}
+        return {"index": index, "ok": False,
+                "reason": f"defines no IRModule named {module!r}"}, None
     formed = well_formed(tvm, mod)
     printed = module_source(mod, formed)
-    if parse_problem(workdir / f"printed_{index}.py", printed) is not None:
+    parsed, problem = parse_back(printed_path, printed, module)
+    if problem is not None:
         # This release's printer gives text that does not parse back (symbolic shapes in a
         # PrimFunc's buffers): the candidate is kept as it was written.
         return {"index": index, "ok": True, "well_formed": formed, "source": source,
-                "printed": False}
-    return {"index": index, "ok": True, "well_formed": formed, "source": printed}
+                "printed": False}, None
+    return {"index": index, "ok": True, "well_formed": formed, "source": printed}, parsed
 
 
 def check_sources(case: dict[str, Any], sink: EventSink, workdir: Path) -> None:
@@ -85,3 +104,32 @@ def check_sources(case: dict[str, Any], sink: EventSink, workdir: Path) -> None:
             continue
         sink.emit("checked", **check_one(tvm, features, workdir, index, source, case["module"],
                                          module_json_prelude(case)))
+
+
+Parsed = tuple[str, Any]  # a module's text and the namespace it defined, run as the run's file
+
+
+def check_candidate(case: dict[str, Any], sink: EventSink,
+                    workdir: Path) -> tuple[dict[str, Any], Parsed | None] | None:
+    """Candidate mode's check: its `checked` event, then, where the reducer runs the candidate,
+    the case to run (its source the printed text) and, where printing parsed back, that text
+    and the namespace it defined; None where the candidate does not run."""
+    import tvm
+    import tvm.relax  # noqa: F401  (well_formed)
+    import tvm.script  # noqa: F401  (the parsers)
+
+    request = case["harness"]
+    sink.emit("start", tvm={"version": tvm.__version__})
+    verdict, parsed = _check(tvm, detect(tvm), workdir, 0, request["source"], case["module"],
+                             module_json_prelude(case), workdir / RUN_FILE)
+    sink.emit("checked", **verdict)
+    runs = verdict["ok"] and verdict["source"] != request["current"] and (
+        verdict["well_formed"] or not request["well_formed"])
+    if not runs:
+        return None
+    printed = verdict["source"]
+    reuse = (printed, parsed) if parsed is not None else None
+    # As the reducer makes the case of a text it runs: TVMScript that does not read MODULE_JSON
+    # runs without it (worker/judging.py, _case_with).
+    module_json = case.get("module_json") if "MODULE_JSON" in printed else None
+    return {**case, "source": printed, "module_json": module_json, "harness": None}, reuse

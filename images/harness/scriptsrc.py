@@ -60,17 +60,23 @@ def unchecked(source: str) -> str:
 
 def parse_problem(path: Path, source: str, module: str = "Module") -> str | None:
     """Why `source` does not parse back to an IRModule named `module` here, or None."""
+    return parse_back(path, source, module)[1]
+
+
+def parse_back(path: Path, source: str, module: str = "Module") -> tuple[Any, str | None]:
+    """The namespace `source` defines run as the file `path` (None if it does not parse back
+    to an IRModule named `module` here), and why not (None if it does)."""
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             path.write_text(source)
             namespace = runpy.run_path(str(path), run_name=path.stem)
     except BaseException as exc:  # a module that does not parse back is an answer, not a fault
         first = next((line for line in str(exc).splitlines() if line.strip()), "")
-        return f"{type(exc).__name__}: {first}"[:500]
+        return None, f"{type(exc).__name__}: {first}"[:500]
     found = namespace.get(module)
     if type(found).__name__ != "IRModule":
-        return f"defines no IRModule named {module!r}"
-    return None
+        return None, f"defines no IRModule named {module!r}"
+    return namespace, None
 
 
 def forked(work: Callable[[], bytes]) -> tuple[bytes | None, str]:

@@ -9,7 +9,8 @@ import pytest
 
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import Environment, default_catalog
-from worker.reduction import Options, Reducer, ddmin, reduce_case, source_lines
+from worker.ddmin import ddmin
+from worker.reduction import Options, Reducer, reduce_case, source_lines
 from worker.runtimes.base import Execution, SandboxJob
 
 
@@ -97,14 +98,17 @@ class FakeReducingRuntime:
         self.jobs.append(job)
         events: list[dict] = [{"event": "start", "tvm": {"version": "fake"}}]
         harness = job.case.get("harness")
-        if harness:
-            for index, source in enumerate(harness["sources"]):
-                ok = "return bug" not in source or "bug:" in source
-                events.append({"event": "checked", "index": index, "ok": ok, "source": source,
-                               **({} if ok else {"reason": "not well formed"})})
+        if harness and harness["mode"] == "check":
+            events += [self.checked(index, source) for index, source in enumerate(harness["sources"])]
             return Execution(events=events, returncode=0)
+        source = job.case["source"]
+        if harness:  # candidate mode: checked, then run unless not ok or the current module
+            events.append(self.checked(0, harness["source"]))
+            if not events[-1]["ok"] or harness["source"] == harness["current"]:
+                return Execution(events=events, returncode=0)
+            source = harness["source"]
         passes = [p["name"] for p in job.case["variants"][0]["passes"]]
-        failing = "R.nn.softmax" in job.case["source"] and "FuseOps" in passes
+        failing = "R.nn.softmax" in source and "FuseOps" in passes
         events.append({"event": "result", "status": "error" if failing else "ok",
                        "stage": "build" if failing else "run",
                        "error_type": "E" if failing else None,
@@ -113,6 +117,30 @@ class FakeReducingRuntime:
 
     def fingerprint(self, env: object) -> dict:
         return {}
+
+    @staticmethod
+    def checked(index: int, source: str) -> dict:
+        """The check's verdict: a module that still returns what it binds parses."""
+        ok = "return bug" not in source or "bug:" in source
+        return {"event": "checked", "index": index, "ok": ok, "source": source,
+                **({} if ok else {"reason": "not well formed"})}
+
+
+def checked_sources(job: SandboxJob) -> list[str]:
+    """The sources a harness call checked (check or candidate mode), in order."""
+    harness = job.case.get("harness") or {}
+    return harness.get("sources") or ([harness["source"]] if "source" in harness else [])
+
+
+def ran_source(job: SandboxJob) -> str | None:
+    """The module a call ran: a run's, or a candidate's that checked ok and was not current."""
+    harness = job.case.get("harness")
+    if not harness:
+        return job.case["source"]
+    if harness["mode"] == "candidate" and FakeReducingRuntime.checked(0, harness["source"])["ok"] \
+            and harness["source"] != harness["current"]:
+        return harness["source"]
+    return None
 
 
 def fake_case() -> object:
@@ -135,10 +163,12 @@ def test_reducer_keeps_what_the_bug_needs_and_says_what_it_did() -> None:
     assert found["signature"] == "E: bug" and found["finished"] is True
     assert found["steps"] == len(found["log"]) - 1  # the log's first line is the reference
     assert any(e["kind"] == "try" for e in events) and events[-1]["kind"] == "step"
-    # Every module that ran was first checked by the harness.
-    checked = {s for j in runtime.jobs if j.case.get("harness") for s in j.case["harness"]["sources"]}
-    ran = [j.case["source"] for j in runtime.jobs if not j.case.get("harness")]
+    # Every module that ran was checked by the harness, first or in the same sandbox.
+    checked = {s for j in runtime.jobs for s in checked_sources(j)}
+    ran = [s for j in runtime.jobs if (s := ran_source(j)) is not None]
     assert all(s in checked for s in ran[2:])  # the original and its printed form come first
+    assert any(j.case.get("harness", {}).get("mode") == "candidate" and ran_source(j)
+               for j in runtime.jobs)  # edits that ran were run where they were checked
 
 
 def test_a_case_that_does_not_fail_is_refused() -> None:
@@ -232,6 +262,9 @@ def test_edits_after_the_first_pair_that_holds_are_neither_checked_nor_run() -> 
         Candidate(f"shape {n}", source.replace("(8, 8)", f"({n}, 8)")) for n in range(1, 5)]
     taken = reducer._try(batch)
     assert taken is not None and taken.what == "drop a"
-    checked = [s for j in runtime.jobs if j.case.get("harness") for s in j.case["harness"]["sources"]]
-    assert checked == [drops, keeps]  # the other four edits cost nothing
-    assert reducer.state.source == keeps
+    checked = [s for j in runtime.jobs for s in checked_sources(j)]
+    assert sorted(checked) == sorted([drops, keeps])  # the other four edits cost nothing
+    # Each of the pair was checked and run in one sandbox of its own: two sandboxes in all.
+    assert len(runtime.jobs) == 2 and sorted(ran_source(j) or "" for j in runtime.jobs) == \
+        sorted([drops, keeps])
+    assert reducer.state.source == keeps and reducer.state.runs == 1 + 2

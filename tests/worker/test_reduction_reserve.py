@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import NEW_ENV
+from tests.conftest import NEW_ENV, shared_case
 from tests.worker.test_reduction import fake_case
+from tvmrepro.cases import load_case_file
 from tvmrepro.environments import Environment
 from tvmrepro.results import Result
 from tvmrepro.settings import Settings
@@ -74,3 +75,42 @@ def test_with_the_commands_zygote_no_run_or_check_of_a_reduction_imports_tvm(
         assert runtime.zygotes is not None and list(runtime.zygotes.running) == [env.id]
     finally:
         runtime.close()
+
+
+class JudgedResults(Reducer):
+    """Keeps every result its oracle judged (a candidate's, run where it was checked)."""
+
+    judged: list[Result]
+
+    def _shows_bug(self, result: Result) -> bool:
+        self.judged.append(result)
+        return super()._shows_bug(result)
+
+
+def test_a_candidate_checked_and_run_in_one_sandbox_reads_as_its_check_then_its_run(
+        tvm_envs: dict[str, Environment], warm_runtime: LocalRuntime) -> None:
+    case, env = load_case_file(shared_case("tvm-17357/case.json")), tvm_envs[NEW_ENV]
+    # The reference way: a check (the module printed back), then a run of the printed text.
+    apart = JudgedResults(case, Options(env=env, variant="fusetir-once"), warm_runtime)
+    apart.baseline()
+    verdict = apart.check([case.source], case.module)[0]  # type: ignore[list-item]
+    assert verdict["ok"] and verdict["source"] != case.source, verdict
+    reference = apart._run(verdict["source"], apart.state.passes)
+    # Candidate mode: the same check and the same run, in one sandbox.
+    together = JudgedResults(case, Options(env=env, variant="fusetir-once"), warm_runtime)
+    together.judged, together.reference = [], apart.reference
+    together._candidate(case.source)  # type: ignore[arg-type]
+    assert together.verdicts[(case.source, case.module)] == verdict
+    assert (together.state.checks, together.state.runs) == (1, 1)
+    [result] = together.judged
+    same = ("status", "stage", "signature", "error_type", "rewrites", "reproducer")
+    assert {k: getattr(result, k) for k in same} == {k: getattr(reference, k) for k in same}
+    assert [p.name for p in result.passes] == [p.name for p in reference.passes]
+    assert result.status == "error" and result.stage == "vm_init", result.message
+    # A candidate that is the module as it is now, or that does not parse, is checked only.
+    together.state.source = verdict["source"]
+    broken = case.source.replace("@I.ir_module", "@I.ir_module\n@not_defined_here")  # type: ignore[union-attr]
+    for source in (verdict["source"], broken):
+        together._candidate(source)
+    assert together.state.runs == 1 and len(together.judged) == 1
+    assert not together.verdicts[(broken, case.module)]["ok"]

@@ -19,8 +19,8 @@ class Event(TypedDict, total=False):
       pass_path), `pass` (index, name, seconds, functions, ir), `rewrites`, `reproducer`
       (text) and `result` (a Result's fields, harness_seconds, run_seconds);
     - extract mode's steps: `extract_step`, `extract_child` (parent), `extract_inner`,
-      `extract_module` (harness/extract.py); check mode's `checked` (index, ok, reason,
-      well_formed, source).
+      `extract_module` (harness/extract.py); check and candidate modes' `checked` (index,
+      ok, reason, well_formed, source).
     """
 
     event: Required[str]
