@@ -200,20 +200,33 @@ class Judge:
                                f"(exit {execution.returncode}): {execution.stderr[-500:]}")
         return [checked(e) for e in execution.events if e["event"] == "checked"]
 
-    def _candidate(self, source: str) -> None:
-        """Check one edit and, where `_try_chunk` would run it, run it, in one sandbox (the
+    def edit_holds(self, source: str, current: str, passes: list[Any]) -> str | None:
+        """The text an edit of the module `current` is kept as (printed back) where it parses,
+        is acceptable, is not `current` and holds with `passes`; else None. An edit not checked
+        before is checked and, where it is to run, run in one sandbox (`_candidate`); what was
+        checked or judged before costs nothing."""
+        if (source, self.state.module) not in self.verdicts:
+            self._candidate(source, current, passes)
+        verdict = self.verdicts[(source, self.state.module)]
+        text = verdict.get("source", "")
+        if not self._acceptable(verdict) or text == current:
+            return None
+        return text if self.holds(text, passes) else None
+
+    def _candidate(self, source: str, current: str, passes: list[Any]) -> None:
+        """Check one edit and, where `edit_holds` would run it, run it, in one sandbox (the
         harness's candidate mode: the run reuses the check's parse); the verdict and the run's
         judgment are kept as `check` and `holds` keep theirs."""
-        data = harness_case(self._case_with(source, self.state.passes), self.options.env)
-        data["harness"] = {"mode": "candidate", "source": source, "current": self.state.source,
+        data = harness_case(self._case_with(source, passes), self.options.env)
+        data["harness"] = {"mode": "candidate", "source": source, "current": current,
                            "well_formed": self.well_formed}
         job, execution = self._in_sandbox(data)
         verdict = (self._checked_in(job, execution) or [DID_NOT_FINISH])[0]
         self.verdicts[(source, self.state.module)] = verdict
         printed = verdict.get("source", "")
-        if self._acceptable(verdict) and printed != self.state.source:  # the harness ran it
+        if self._acceptable(verdict) and printed != current:  # the harness ran it
             self.state.runs += 1
-            self.memo.setdefault(content_key(printed, self.state.passes),
+            self.memo.setdefault(content_key(printed, passes),
                                  self._shows_bug(assemble_result(job, execution)))
 
     def _acceptable(self, verdict: Checked) -> bool:

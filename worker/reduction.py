@@ -15,8 +15,8 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Literal
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any, Literal
 
 from tvmrepro.cases import Case
 from tvmrepro.errors import BadInput
@@ -31,7 +31,7 @@ from worker.runner import oracle_view
 from worker.runtimes.base import Runtime
 
 __all__ = ["Options", "OutOfBudget", "Reducer", "reduce_case", "source_lines"]
-CHECK_BATCH = 8  # module edits checked per harness call
+CHECK_BATCH = 8  # module edits tried per batch (a progress line each where none holds)
 MAX_SWEEPS = 3  # passes over one phase's candidates while they keep shrinking the module
 Progress = Callable[[ProgressEvent], None]
 
@@ -49,6 +49,7 @@ class Reducer(Judge):
                  progress: Progress | None = None) -> None:
         super().__init__(case, options, runtime)
         self.progress = progress or (lambda _event: None)
+        self.threads: ThreadPoolExecutor | None = None  # judges the module's edits (`_try`)
 
     # -- phases ----------------------------------------------------------------------
     def _note(self, what: str, kind: Literal["step", "try"] = "step") -> None:
@@ -124,37 +125,54 @@ class Reducer(Judge):
                 return
 
     def _try(self, batch: list[candidates.Candidate]) -> candidates.Candidate | None:
-        """The first edit of `batch`, in order, that parses, is acceptable and holds. Checked
-        and run `workers` edits at a time: the edits after the first that holds cost nothing."""
+        """The first edit of `batch`, in order, that parses, is acceptable and holds. Up to
+        `workers` edits are judged at once, each in a sandbox of its own: a sandbox that is
+        done takes the next edit at once (none waits for the others of a pair), until one that
+        holds is known (an edit after it could not be taken); those still running then finish,
+        their verdicts kept."""
+        current, passes = self.state.source, self.state.passes
         width = max(1, self.options.workers)
-        for start in range(0, len(batch), width):
-            taken = self._try_chunk(batch[start:start + width])
-            if taken is not None:
-                return taken
+        started: list[Future[str | None]] = []
+        decided = 0  # the edits before this one are known not to hold
+        try:
+            while decided < len(batch):
+                while decided < len(started) and started[decided].done():
+                    text = started[decided].result()
+                    if text is not None:
+                        return self._take(batch[decided], text)
+                    decided += 1
+                pending = [f for f in started[decided:] if not f.done()]
+                known = any(f.done() and not f.exception() and f.result() is not None
+                            for f in started[decided:])
+                while not known and len(pending) < width and len(started) < len(batch):
+                    pending.append(self._start_edit(batch[len(started)].source, current, passes))
+                    started.append(pending[-1])
+                if pending:
+                    wait(pending, return_when=FIRST_COMPLETED)
+        finally:
+            for future in started:
+                future.cancel()  # those not started yet
+        valid = sum(self._acceptable(self.verdicts[(c.source, self.state.module)])
+                    for c in batch)
+        self._note(f"none of {len(batch)} edits holds ({valid} parse and are "
+                   + ("well formed)" if self.well_formed else "no less well formed)"), kind="try")
         return None
 
-    def _try_chunk(self, batch: list[candidates.Candidate]) -> candidates.Candidate | None:
-        # Each edit not checked before goes to a sandbox of its own that checks it and runs it
-        # if it is to run; what is left (an edit checked before, a text run twice) below.
-        fresh = [s for s in dict.fromkeys(c.source for c in batch)
-                 if (s, self.state.module) not in self.verdicts]
-        self._reserve(len(fresh))
-        with ThreadPoolExecutor(max_workers=max(1, len(fresh))) as pool:
-            list(pool.map(self._candidate, fresh))
-        verdicts = self.check([c.source for c in batch], self.state.module)
-        valid = [(c, v.get("source", "")) for c, v in zip(batch, verdicts, strict=True)
-                 if self._acceptable(v) and v.get("source") != self.state.source]
-        self._note(f"{len(valid)} of {len(batch)} edits parse and are "
-                   + ("well formed" if self.well_formed else "no less well formed"), kind="try")
-        found = self.first_holding([(text, self.state.passes) for _c, text in valid])
-        if found is None:
-            return None
-        edit, text = valid[found]
+    def _take(self, edit: candidates.Candidate, text: str) -> candidates.Candidate:
         before = source_lines(self.state.source)
         self.state.source = text
         self.state.steps += 1
         self._note(f"{edit.what}: {before} -> {source_lines(text)} lines")
         return edit
+
+    def _start_edit(self, source: str, current: str, passes: list[Any]) -> Future[str | None]:
+        """Judge an edit on the reduction's threads (a sandbox started for it now if it needs
+        one: its start overlaps the runs before it)."""
+        if (source, self.state.module) not in self.verdicts:
+            self._reserve(1)
+        if self.threads is None:
+            self.threads = ThreadPoolExecutor(max_workers=max(1, self.options.workers))
+        return self.threads.submit(self.edit_holds, source, current, passes)
 
     def module_phases(self) -> None:
         """Functions, statements level by level, PrimFunc bodies, bindings' values, again, then
@@ -188,6 +206,9 @@ class Reducer(Judge):
         except OutOfBudget:
             finished = False
             self._note("time budget spent: the best case so far")
+        finally:
+            if self.threads is not None:
+                self.threads.shutdown(cancel_futures=True)
         return self.report(before, finished, time.monotonic() - started)
 
     def report(self, before: Size, finished: bool, seconds: float) -> Reduced:

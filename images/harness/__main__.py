@@ -26,7 +26,7 @@ from .classify import Outcome, classify
 from .events import EventSink
 from .modes import run_module_case, run_script_case
 from .porting import detect, port
-from .tracing import Tracer, pass_path_of, stage_of
+from .tracing import Tracer, index_references, pass_path_of, stage_of
 
 
 def _parse_args(argv: list[str]) -> argparse.Namespace:
@@ -143,6 +143,7 @@ def warm_up() -> None:
     # file (over a thousand with TVM: 0.1-0.2 s of a run's first parse); made here once, the child
     # inherits the map. It is the standard library's cache: what the case sees is the same.
     inspect.stack()
+    index_references()  # where TVM's modules hold what the tracer hooks (tracing.py)
 
 
 def run_request(request: dict[str, Any], events: str, workdir: str) -> None:

@@ -59,19 +59,21 @@ def check_one(tvm: Any, features: Features, workdir: Path, index: int, source: s
               module: str, prelude: str = "") -> dict[str, Any]:
     """Whether one source parses to an IRModule, whether it is well formed, and that module
     printed back. `prelude` runs before it (the case's MODULE_JSON) but is no part of it."""
-    return _check(tvm, features, workdir, index, source, module, prelude,
-                  workdir / f"printed_{index}.py")[0]
+    return _check(tvm, features, index, source, module, prelude,
+                  workdir / f"candidate_{index}.py", workdir / f"printed_{index}.py")[0]
 
 
-def _check(tvm: Any, features: Features, workdir: Path, index: int, source: str, module: str,
-           prelude: str, printed_path: Path) -> tuple[dict[str, Any], Any]:
+def _check(tvm: Any, features: Features, index: int, source: str, module: str, prelude: str,
+           parse_path: Path, printed_path: Path) -> tuple[dict[str, Any], Any]:
     """check_one's verdict, and the namespace the printed module parsed back to as the file
-    `printed_path` (None where it was not printed back)."""
+    `printed_path` (None where it was not printed back). The source is parsed as the file
+    `parse_path`: where that is `printed_path` and TVM prints the module as it was written,
+    that parse is the parse back (not done twice)."""
     text, _ = port(prelude + source, features)
     try:
         # The parser prints its diagnostics; the reason below is what the reducer needs.
         with contextlib.redirect_stdout(io.StringIO()):
-            namespace = run_source(workdir / f"candidate_{index}.py", text, f"candidate_{index}")
+            namespace = run_source(parse_path, text, parse_path.stem)
     except BaseException as exc:  # a candidate that does not parse is a verdict, not a fault
         return {"index": index, "ok": False,
                 "reason": f"does not parse: {type(exc).__name__}: {first_line(str(exc))}"}, None
@@ -81,6 +83,8 @@ def _check(tvm: Any, features: Features, workdir: Path, index: int, source: str,
                 "reason": f"defines no IRModule named {module!r}"}, None
     formed = well_formed(tvm, mod)
     printed = module_source(mod, formed)
+    if printed == text and parse_path == printed_path:  # written as TVM prints it already
+        return {"index": index, "ok": True, "well_formed": formed, "source": printed}, namespace
     parsed, problem = parse_back(printed_path, printed, module)
     if problem is not None:
         # This release's printer gives text that does not parse back (symbolic shapes in a
@@ -120,8 +124,8 @@ def check_candidate(case: dict[str, Any], sink: EventSink,
 
     request = case["harness"]
     sink.emit("start", tvm={"version": tvm.__version__})
-    verdict, parsed = _check(tvm, detect(tvm), workdir, 0, request["source"], case["module"],
-                             module_json_prelude(case), workdir / RUN_FILE)
+    verdict, parsed = _check(tvm, detect(tvm), 0, request["source"], case["module"],
+                             module_json_prelude(case), workdir / RUN_FILE, workdir / RUN_FILE)
     sink.emit("checked", **verdict)
     runs = verdict["ok"] and verdict["source"] != request["current"] and (
         verdict["well_formed"] or not request["well_formed"])

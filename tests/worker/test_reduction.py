@@ -248,7 +248,7 @@ def test_a_batch_of_checks_is_split_over_the_workers_and_checked_at_once() -> No
     assert [v["source"] for v in verdicts] == sources + sources[:1]
 
 
-def test_edits_after_the_first_pair_that_holds_are_neither_checked_nor_run() -> None:
+def test_edits_after_the_first_that_holds_are_not_started_once_it_is_known() -> None:
     from worker.candidates import Candidate
 
     runtime = FakeReducingRuntime()
@@ -258,13 +258,53 @@ def test_edits_after_the_first_pair_that_holds_are_neither_checked_nor_run() -> 
     # The first edit drops the bug (checked, runs ok), the second keeps it, four more follow.
     keeps = source.replace("        a: R.Tensor((8, 8), dtype=\"float32\") = R.add(x, x)\n", "")
     drops = source.replace("R.nn.softmax(x)", "R.add(x, x)")
+    shapes = [source.replace("(8, 8)", f"({n}, 8)") for n in range(1, 5)]
     batch = [Candidate("drop the bug", drops), Candidate("drop a", keeps)] + [
-        Candidate(f"shape {n}", source.replace("(8, 8)", f"({n}, 8)")) for n in range(1, 5)]
+        Candidate(f"shape {n}", shape) for n, shape in enumerate(shapes, 1)]
     taken = reducer._try(batch)
     assert taken is not None and taken.what == "drop a"
+    reducer.threads.shutdown()  # type: ignore[union-attr]  (the third edit may still run)
     checked = [s for j in runtime.jobs for s in checked_sources(j)]
-    assert sorted(checked) == sorted([drops, keeps])  # the other four edits cost nothing
-    # Each of the pair was checked and run in one sandbox of its own: two sandboxes in all.
-    assert len(runtime.jobs) == 2 and sorted(ran_source(j) or "" for j in runtime.jobs) == \
-        sorted([drops, keeps])
-    assert reducer.state.source == keeps and reducer.state.runs == 1 + 2
+    # Two at a time, in order: the third may have started when the first was judged, before
+    # the second was; the last three never start.
+    assert drops in checked and keeps in checked and not set(checked) & set(shapes[1:])
+    assert set(checked) <= {drops, keeps, shapes[0]} and len(checked) == len(set(checked))
+    # Each edit was checked and run in one sandbox of its own.
+    assert len(runtime.jobs) == len(checked) and {ran_source(j) for j in runtime.jobs} >= {
+        drops, keeps}
+    assert reducer.state.source == keeps
+
+
+class SlowFirstRuntime(FakeReducingRuntime):
+    """A fake whose sandbox for the first edit waits until the third one has run."""
+
+    def __init__(self, first: str, third: str) -> None:
+        super().__init__()
+        self.first, self.third_ran = first, threading.Event()
+        self.third = third
+
+    def execute(self, job: SandboxJob) -> Execution:
+        sources = checked_sources(job)
+        if sources == [self.first]:
+            assert self.third_ran.wait(10), "the third edit did not start while the first ran"
+        execution = super().execute(job)
+        if sources == [self.third]:
+            self.third_ran.set()
+        return execution
+
+
+def test_a_free_sandbox_takes_the_next_edit_without_waiting_for_the_others() -> None:
+    from worker.candidates import Candidate
+
+    _unused, source = two_at_once(FakeReducingRuntime())
+    slow, third = (source.replace("(8, 8)", f"({n}, 8)") for n in (1, 3))
+    drops = source.replace("R.nn.softmax(x)", "R.add(x, x)")
+    runtime = SlowFirstRuntime(slow, third)
+    reducer, _ = two_at_once(runtime)
+    reducer.state.passes = [{"name": "FuseOps"}]
+    # The first edit's sandbox is still busy when the second's is done and does not hold: the
+    # third starts then (it waited for the first, with a barrier of pairs). The first holds.
+    batch = [Candidate("shape 1", slow), Candidate("drop the bug", drops),
+             Candidate("shape 3", third)]
+    taken = reducer._try(batch)
+    assert taken is not None and taken.what == "shape 1" and reducer.state.source == slow

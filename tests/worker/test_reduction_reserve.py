@@ -99,7 +99,7 @@ def test_a_candidate_checked_and_run_in_one_sandbox_reads_as_its_check_then_its_
     # Candidate mode: the same check and the same run, in one sandbox.
     together = JudgedResults(case, Options(env=env, variant="fusetir-once"), warm_runtime)
     together.judged, together.reference = [], apart.reference
-    together._candidate(case.source)  # type: ignore[arg-type]
+    together._candidate(case.source, case.source, together.state.passes)  # type: ignore[arg-type]
     assert together.verdicts[(case.source, case.module)] == verdict
     assert (together.state.checks, together.state.runs) == (1, 1)
     [result] = together.judged
@@ -111,6 +111,6 @@ def test_a_candidate_checked_and_run_in_one_sandbox_reads_as_its_check_then_its_
     together.state.source = verdict["source"]
     broken = case.source.replace("@I.ir_module", "@I.ir_module\n@not_defined_here")  # type: ignore[union-attr]
     for source in (verdict["source"], broken):
-        together._candidate(source)
+        together._candidate(source, verdict["source"], together.state.passes)
     assert together.state.runs == 1 and len(together.judged) == 1
     assert not together.verdicts[(broken, case.module)]["ok"]
