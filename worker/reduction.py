@@ -29,6 +29,7 @@ from worker.ddmin import ddmin
 from worker.judging import Judge, Options, OutOfBudget, content_key
 from worker.runner import oracle_view
 from worker.runtimes.base import Runtime
+from worker.unparsable import why_unparsable
 
 __all__ = ["Options", "OutOfBudget", "Reducer", "reduce_case", "source_lines"]
 CHECK_BATCH = 8  # module edits tried per batch (a progress line each where none holds)
@@ -115,7 +116,9 @@ class Reducer(Judge):
                 edits = generate(self.state.source)
                 if position >= len(edits):
                     break
-                batch = [c for c in edits[position:position + CHECK_BATCH] if candidates.compiles(c.source)]
+                # Edits that certainly do not parse could never be taken: they take no sandbox.
+                batch = [c for c in edits[position:position + CHECK_BATCH]
+                         if candidates.compiles(c.source) and why_unparsable(c.source) is None]
                 taken = self._try(batch)
                 if taken is None:
                     position += CHECK_BATCH
@@ -193,7 +196,10 @@ class Reducer(Judge):
         """Reduce, and return the reduce object of CONTRACT.md ("Reduction")."""
         started = time.monotonic()
         before = Size(passes=len(self.state.passes), lines=source_lines(self.state.source))
-        self.baseline()
+        with ThreadPoolExecutor(max_workers=1) as beside:
+            # The module as given checked (for `normalize`, later) while the baseline runs.
+            beside.submit(self.check, [self.state.source], self.state.module)
+            self.baseline()
         finished = True
         try:
             self.reduce_passes()
