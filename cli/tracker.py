@@ -4,8 +4,10 @@ environments, then verdicts, groups of one bug and the audit of the issues' stat
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -117,24 +119,26 @@ def triage_run(result: Result) -> TriageRun:
     return triage_run_of(result.to_json())
 
 
-def run_reports(reports: list[ImportedReport], envs: list[Environment],
-                runtime: Runtime) -> list[list[TriageRun]]:
-    """Every report with code run on every environment (oldest first) through `runtime`."""
+def run_reports(reports: list[ImportedReport], envs: list[Environment], runtime: Runtime,
+                width: int | None = None) -> list[list[TriageRun]]:
+    """Every report with code run on every environment (oldest first) through `runtime`,
+    `width` runs at once (default: the cores here)."""
     from worker.runner import run_variant
 
     console = error_console()
-    runs: list[list[TriageRun]] = []
-    for report in reports:
-        if report.script is None:
-            runs.append([])
-            continue
-        case = report.case()
-        report_runs = []
-        for env in envs:
-            console.print(f"running {report.label} on {env.id} ...", highlight=False)
-            report_runs.append(triage_run(run_variant(case, case.variant_names[0], env, runtime)))
-        runs.append(report_runs)
-    return runs
+    cases = {index: report.case() for index, report in enumerate(reports)
+             if report.script is not None}
+
+    def run_one(index: int, env: Environment) -> TriageRun:
+        console.print(f"running {reports[index].label} on {env.id} ...", highlight=False)
+        case = cases[index]
+        return triage_run(run_variant(case, case.variant_names[0], env, runtime))
+
+    with ThreadPoolExecutor(max_workers=width or os.cpu_count() or 2) as pool:
+        runs = {(index, env.id): pool.submit(run_one, index, env)
+                for index in cases for env in envs}
+        return [[runs[(index, env.id)].result() for env in envs] if index in cases else []
+                for index in range(len(reports))]
 
 
 def triage_locally(reports: list[ImportedReport], envs: list[Environment]) -> TriageAnswer:
@@ -270,7 +274,11 @@ def show_triage(answer: TriageAnswer, as_json: bool) -> None:
 @click.option("--env", "env_ids", multiple=True,
               help="Environment id (repeatable; default: every environment the service's live "
                    "workers serve; with --local: one per minor release).")
-@click.option("--local", is_flag=True, help="Run here, without the service.")
+@click.option("--local", is_flag=True, help="Run here, without the service (on the warm "
+              "sandboxes of a `tvmrepro up` on this home that serves the environments, if one "
+              "runs).")
+@click.option("--cold", is_flag=True, help="With --local: sandboxes of this command's own even "
+              "beside a running `tvmrepro up`.")
 @click.option("--record/--no-record", default=True,
               help="Keep each failing issue's signature in this home's store (default), so "
                    "that a job failing with it names the issue a likely duplicate. A triage "
@@ -278,8 +286,8 @@ def show_triage(answer: TriageAnswer, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
 @click.option("--server", default=None, help=SERVER_HELP)
 @reports_errors
-def triage_command(source: Path, env_ids: tuple[str, ...], local: bool, record: bool,
-                   as_json: bool, server: str | None) -> None:
+def triage_command(source: Path, env_ids: tuple[str, ...], local: bool, cold: bool,
+                   record: bool, as_json: bool, server: str | None) -> None:
     """Run every report on the environments: verdicts, groups of one bug, and the audit."""
     if local and server:
         raise BadInput("--server", "--local runs here, without a service: give one of them")
@@ -293,8 +301,15 @@ def triage_command(source: Path, env_ids: tuple[str, ...], local: bool, record: 
         show_triage(triage_remotely(reports, [env.id for env in envs], server, as_json), as_json)
         return
     envs = sorted(envs or catalog.spanning("cpu"), key=lambda env: env.version)
-    answer = triage_locally(reports, envs)
-    if record:
+    from cli.remote import on_warm_up
+
+    # Beside a live `up` on this home, a triage job there (its worker's TVM imported already;
+    # it keeps what it saw in this home's store, as --record does here).
+    on_up = None if cold or not record else on_warm_up(
+        "local", [env.id for env in envs],
+        lambda url: triage_remotely(reports, [env.id for env in envs], url, as_json))
+    answer = on_up or triage_locally(reports, envs)
+    if record and on_up is None:
         record_known_issues(reports, answer, Settings.from_env())
     show_triage(answer, as_json)
 

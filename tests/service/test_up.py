@@ -64,6 +64,7 @@ def test_up_serves_and_runs_with_no_external_service(tmp_path: Path, test_home: 
     finally:
         os.kill(up.pid, signal.SIGTERM)
         up.wait(60)  # a clean stop, on a loaded machine
+        log.close()
     assert not (home / "up.json").exists(), "the announcement outlived `tvmrepro up`"
     deadline = time.monotonic() + 30
     while pid_alive(worker_pid):  # the worker goes with it
@@ -121,9 +122,11 @@ def test_up_serves_an_environment_provisioned_after_it_started(
         probes = json.loads(proc.stdout)["probes"]
         assert [(p["environment"], p["verdict"]) for p in probes] == [
             (OLD_ENV, "bad"), (NEW_ENV, "bad")], probes
+        _check_triage_local_takes_the_warm_sandboxes(tvmrepro, environ, url, tmp_path)
     finally:
         os.killpg(up.pid, signal.SIGTERM)
         up.wait(60)  # a clean stop, on a loaded machine
+        log.close()
 
 
 def _wait_for(condition: Callable[[], bool], seconds: float, home: Path,
@@ -133,6 +136,25 @@ def _wait_for(condition: Callable[[], bool], seconds: float, home: Path,
         assert up.poll() is None and time.monotonic() < deadline, \
             (home / "up.log").read_text()[-3000:]
         time.sleep(0.3)
+
+
+def _check_triage_local_takes_the_warm_sandboxes(tvmrepro: str, environ: dict[str, str],
+                                                 url: str, tmp_path: Path) -> None:
+    """`triage --local` on the home of a live `up` that serves its environments is a triage
+    job there, with the answer a triage here gives (tests/tracker/test_triage.py)."""
+    issues = json.loads((REPO / "tests" / "tracker" / "corpus" / "issues.json").read_text())
+    four = tmp_path / "four.json"
+    four.write_text(json.dumps([i for i in issues if i["number"] in (17348, 20191, 20200, 17239)]))
+    proc = subprocess.run([tvmrepro, "triage", str(four), "--local", "--env", OLD_ENV, "--env",
+                           NEW_ENV, "--json"], env=environ, capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert f"warm sandboxes of `tvmrepro up` at {url}" in proc.stderr
+    verdicts = {r["number"]: r["verdict"] for r in json.loads(proc.stdout)["reports"]}
+    assert verdicts == {17348: "reproduces", 20191: "reproduces", 20200: "fixed",
+                        17239: "never_reproduced"}, verdicts
+    newest = httpx.get(f"{url}/api/v1/jobs", params={"limit": 1}).json()["jobs"][0]
+    assert newest["kind"] == "triage", newest
 
 
 def _check_extract_local_takes_the_warm_sandboxes(tvmrepro: str, environ: dict[str, str],

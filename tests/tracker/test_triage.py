@@ -13,6 +13,7 @@ from cli.tracker import print_answer, run_reports
 from tvmrepro.environments import Environment
 from tvmrepro.tracker.importing import ImportedReport, import_body, import_file
 from tvmrepro.tracker.triage import TriageRun, Verdict, triage, verdict_of
+from worker.runtimes.base import Execution, SandboxJob
 
 if TYPE_CHECKING:
     from worker.runtimes.local import LocalRuntime
@@ -117,3 +118,34 @@ def test_one_issue_s_markdown_is_named_the_report(capsys: pytest.CaptureFixture[
     assert printed.startswith("the report: ") and "\n#7 OPEN: " in printed
     assert "group 1: the report, #7, representative the report: ValueError: bad" in printed
     assert "None" not in printed
+
+
+class MeetingFakeRuntime:
+    """A fake runtime (no TVM) whose runs each wait for another run to be going too (a barrier
+    of two): runs made one after the other time out instead. Every run ends ok."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        import threading
+
+        self.meeting = threading.Barrier(2, timeout=10)
+
+    def execute(self, job: SandboxJob) -> Execution:
+        self.meeting.wait()
+        return Execution(events=[{"event": "start", "tvm": {"version": "fake"}},
+                                 {"event": "result", "status": "ok", "stage": "run"}],
+                         returncode=0)
+
+    def fingerprint(self, env: object) -> dict[str, Any]:
+        return {}
+
+
+def test_local_triage_runs_reports_at_once() -> None:
+    from tvmrepro.environments import default_catalog
+
+    reports = [r for r in import_file(CORPUS / "issues.json") if r.script][:4]
+    envs = [default_catalog().get(OLD)]
+    # Four runs two at a time: each meets another at the barrier (one at a time, none would).
+    runs = run_reports(reports, envs, MeetingFakeRuntime(), width=2)  # type: ignore[arg-type]
+    assert [[run.status for run in report_runs] for report_runs in runs] == [["ok"]] * 4
