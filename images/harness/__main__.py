@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import dataclasses
 import faulthandler
+import importlib
 import inspect
 import os
 import runpy
@@ -138,6 +139,13 @@ def warm_up() -> None:
     """What every run needs, imported before a case exists (the child inherits it)."""
     _import_tvm()
     from . import extract, reduce_module  # noqa: F401  (the extract and check modes)
+
+    # TVMScript's dialects (the tracer imports them before any case runs) and the VM's ops
+    # (every Relax build imports them): imported once here, not by each run (17 modules).
+    for name in ("tvm.script.ir", "tvm.script.relax", "tvm.script.tirx", "tvm.script.tir",
+                 "tvm.relax.op.vm"):
+        with contextlib.suppress(ImportError):  # a release has tirx or tir, not both
+            importlib.import_module(name)
 
     # TVMScript's parser calls inspect.stack(), whose first call maps every loaded module to its
     # file (over a thousand with TVM: 0.1-0.2 s of a run's first parse); made here once, the child
