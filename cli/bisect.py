@@ -52,6 +52,7 @@ CLI_FIELDS = {"variant": "--variant", "environments": "--env", "reference": "--r
 POLL_S = 0.5
 _VERDICT_STYLE = {"bad": "red", "good": "green", "skip": "blue", "flaky": "yellow"}
 Tick = Callable[[int, int], None]
+HistoryGetter = Callable[[], History | None]  # waits for the history where it is being read
 
 
 def _run_one(case: Case, options: Options, env: Environment, runtime: Runtime) -> Observation:
@@ -63,7 +64,7 @@ def _run_one(case: Case, options: Options, env: Environment, runtime: Runtime) -
 
 
 def bisect_locally(case: Case, options: Options, runtime_name: str, tick: Tick,
-                   history: History | None = None) -> Bisection:
+                   history: HistoryGetter = lambda: None) -> Bisection:
     """Run the probes here (in parallel), round after round, and judge them; with a history,
     each transition gets its commit window and suspects."""
     from tvmrepro.models import Bisection
@@ -104,11 +105,24 @@ def bisect_locally(case: Case, options: Options, runtime_name: str, tick: Tick,
     return Bisection.model_validate(annotate(
         evaluate(options, observed)[0],
         lambda env_id: (firsts[env_id].result or {}) if env_id in firsts else None,
-        _case_json(case), history, commits))
+        _case_json(case), history(), commits))
 
 
 def _case_json(case: Case) -> dict[str, Any]:
     return case.model_dump(mode="json", exclude_defaults=True)
+
+
+def history_when_needed(flag: str | None) -> HistoryGetter:
+    """The history the windows and suspects come from, for when the probes are done: one that
+    --history names is read at once (a bad one is refused before any probe runs), the default
+    one on a thread of its own while the probes run (reading it takes 0.1 to 0.3 s)."""
+    if flag is not None:
+        named = chosen_history(flag)
+        return lambda: named
+    reading = ThreadPoolExecutor(max_workers=1)
+    read = reading.submit(chosen_history, None)
+    reading.shutdown(wait=False)
+    return read.result
 
 
 def chosen_history(flag: str | None) -> History | None:
@@ -148,9 +162,11 @@ def _reserve(runtime: Runtime, case: Case, envs: list[Environment], repeat: int)
 
 
 def bisect_remotely(case: Case, options: Options, server: str | None, tick: Tick,
-                    as_json: bool = False, queue: bool = False) -> tuple[str, Bisection | None]:
+                    as_json: bool = False, queue: bool = False,
+                    last_poll_s: float = POLL_S) -> tuple[str, Bisection | None]:
     """Submit a bisect job (to --server, or the service that find_service finds) and wait for
-    its answer; the job id and the bisect object."""
+    its answer (polled every `last_poll_s` once its last probes run); the job id and the bisect
+    object."""
     from cli.remote import connect, resumable
     from tvmrepro.models import JobRequest
 
@@ -169,36 +185,41 @@ def bisect_remotely(case: Case, options: Options, server: str | None, tick: Tick
         for env_id in sorted(set(options.environments) - served):
             error_console().print(f"[yellow]warning:[/yellow] no live worker serves {env_id}; "
                                   "its probes wait until one does", highlight=False)
-        return job.id, follow_bisect(client, job, tick)
+        return job.id, follow_bisect(client, job, tick, last_poll_s)
 
 
 def bisect_on_up(case: Case, options: Options, runtime_name: str, tick: Tick, as_json: bool,
-                 history: History | None) -> Bisection | None:
+                 history: HistoryGetter) -> Bisection | None:
     """The bisection as a job of a live `tvmrepro up` on this home whose worker serves every
     release asked for (its zygotes have TVM imported; the cache bypassed, as a run here would
     be), annotated from `history`; None when there is no such `up` or it refused."""
-    from cli.remote import connect, on_warm_up
+    from cli.remote import WARM_POLL_S, connect, on_warm_up
 
     def on(url: str) -> Bisection | None:
         job_id, found = bisect_remotely(case, dataclasses.replace(options, bypass_cache=True),
-                                        url, tick, as_json)
-        if found is None or history is None:
+                                        url, tick, as_json, last_poll_s=WARM_POLL_S)
+        known = history()
+        if found is None or known is None:
             return found
-        return annotate_remote(connect(url), job_id, found, case, history)
+        return annotate_remote(connect(url), job_id, found, case, known)
 
     return on_warm_up(runtime_name, options.environments, on)
 
 
-def follow_bisect(client: ApiClient, job: JobView, tick: Tick) -> Bisection | None:
+def follow_bisect(client: ApiClient, job: JobView, tick: Tick,
+                  last_poll_s: float = POLL_S) -> Bisection | None:
     """Poll a bisect job until it is finished, telling `tick` its progress; its bisect object
-    (None: the service gave none)."""
+    (None: the service gave none). Once at most two probes are left (the last ones running on
+    two cores), every `last_poll_s` (a local `up`: closer behind its end; each read of a
+    bisection costs the service more than a run's)."""
     while True:
         found = job.bisect
         if found is not None:
             tick(found.progress.done, found.progress.total)
         if job.status.finished:
             return found
-        time.sleep(POLL_S)
+        left = found.progress.total - found.progress.done if found is not None else None
+        time.sleep(last_poll_s if left is not None and left <= 2 else POLL_S)
         job = client.job(job.id)
 
 
@@ -270,7 +291,7 @@ def bisect(case_file: Path, variant: str | None, env_ids: tuple[str, ...], devic
     options = make_options(case, envs, variant, oracle, reference, repeat, strategy,
                            fields=CLI_FIELDS)
     # The service's own history answers a job; --history asks for this one instead.
-    known = chosen_history(history) if local or history else None
+    known = history_when_needed(history) if local or history else (lambda: None)
     with probe_progress(as_json) as tick:
         on_up = None if not local or cold else bisect_on_up(case, options, runtime_name, tick,
                                                             as_json, known)
@@ -281,10 +302,11 @@ def bisect(case_file: Path, variant: str | None, env_ids: tuple[str, ...], devic
             found = bisect_locally(case, options, runtime_name, tick, known)
         else:
             job_id, found = bisect_remotely(case, options, server, tick, as_json, queue)
-            if known is not None and found is not None:
+            named = known()
+            if named is not None and found is not None:
                 from cli.remote import connect
 
-                found = annotate_remote(connect(server), job_id, found, case, known)
+                found = annotate_remote(connect(server), job_id, found, case, named)
     show_bisect(found, case.title or case_file.name, as_json)
 
 
