@@ -47,6 +47,7 @@ bench: setup
 	.venv/bin/python bench/cache_hit.py
 	.venv/bin/python bench/bisect_vs_bare.py
 	.venv/bin/python bench/bisect_service.py
+	.venv/bin/python bench/bisect_on_up.py
 	.venv/bin/python bench/local_many_runs.py
 	.venv/bin/python bench/triage_vs_bare.py
 	.venv/bin/python bench/service_many_runs.py
