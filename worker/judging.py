@@ -36,6 +36,10 @@ class OutOfBudget(Exception):
     """The time budget is spent: stop with the best case so far."""
 
 
+class Cancelled(OutOfBudget):
+    """The job was cancelled: stop with the best case so far, said so."""
+
+
 def content_key(source: str, passes: list[Any]) -> tuple[str, str]:
     """What makes two candidates the same run: the module's text and the pass list."""
     return source, repr(passes)

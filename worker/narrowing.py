@@ -24,7 +24,7 @@ from tvmrepro.narrowing_jobs import save_answer, save_progress
 from tvmrepro.results import Result
 from tvmrepro.store import Store
 from worker.extraction import extract_recorded, record_script
-from worker.reduction import Options, OutOfBudget, Reducer, source_lines
+from worker.reduction import Cancelled, Options, OutOfBudget, Reducer, source_lines
 from worker.runtimes.base import Runtime
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ class Progress:
         save_progress(self.store, self.job_id, shown)
         run = self.store.run(self.job_id, self.run_id)
         if run is not None and run.done:  # cancelled: its run has a result already
-            raise OutOfBudget
+            raise Cancelled
 
 
 def reduce_job(store: Store, runtime: Runtime, run_id: str, job_id: str, case: Case,

@@ -26,12 +26,14 @@ from tvmrepro.oracles import Verdict, judge
 from tvmrepro.results import FAILING
 from worker import candidates
 from worker.ddmin import ddmin
-from worker.judging import Judge, Options, OutOfBudget, content_key
+from worker.judging import Cancelled, Judge, Options, OutOfBudget, content_key
 from worker.runner import oracle_view
 from worker.runtimes.base import Runtime
 from worker.unparsable import why_unparsable
 
-__all__ = ["Options", "OutOfBudget", "Reducer", "reduce_case", "source_lines"]
+__all__ = ["Cancelled", "Options", "OutOfBudget", "Reducer", "reduce_case", "source_lines"]
+BUDGET_SPENT = "time budget spent: the best case so far"
+CANCELLED = "cancelled: the best case so far"  # the job was cancelled while it reduced
 CHECK_BATCH = 8  # module edits tried per batch (a progress line each where none holds)
 MAX_SWEEPS = 3  # passes over one phase's candidates while they keep shrinking the module
 Progress = Callable[[ProgressEvent], None]
@@ -209,9 +211,10 @@ class Reducer(Judge):
                     # A save_json module counts as the TVMScript TVM printed it as.
                     before.lines = source_lines(self.state.source)
                 self.module_phases()
-        except OutOfBudget:
+        except OutOfBudget as stop:
             finished = False
-            self._note("time budget spent: the best case so far")
+            # Logged, not told: telling a cancelled job's progress would stop it again, here.
+            self.state.log.append(CANCELLED if isinstance(stop, Cancelled) else BUDGET_SPENT)
         finally:
             if self.threads is not None:
                 self.threads.shutdown(cancel_futures=True)

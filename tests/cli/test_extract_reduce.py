@@ -34,6 +34,7 @@ FOUNDING_STEPS = ["reference: error at vm_init",
                   "drop lines 10-16: 36 -> 29 lines",
                   "drop lines 10-13: 29 -> 25 lines"]
 BUDGET_SPENT = "time budget spent: the best case so far"
+CANCELLED = "cancelled: the best case so far"
 
 
 def cli_json(*args: str, home: Path) -> dict[str, Any]:
@@ -59,7 +60,7 @@ def pass_names(case: dict[str, Any]) -> list[str]:
 
 def founding_steps(found: dict[str, Any]) -> list[str]:
     """A founding-case reduction's log without its budget line: the first of FOUNDING_STEPS."""
-    steps = [line for line in found["log"] if line != BUDGET_SPENT]
+    steps = [line for line in found["log"] if line not in (BUDGET_SPENT, CANCELLED)]
     known = min(len(steps), len(FOUNDING_STEPS))
     assert steps[:known] == FOUNDING_STEPS[:known], found["log"]
     return steps

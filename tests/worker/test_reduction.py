@@ -308,3 +308,24 @@ def test_a_free_sandbox_takes_the_next_edit_without_waiting_for_the_others() -> 
              Candidate("shape 3", third)]
     taken = reducer._try(batch)
     assert taken is not None and taken.what == "shape 1" and reducer.state.source == slow
+
+
+def test_a_reduction_cancelled_after_a_step_keeps_its_best_case_and_says_cancelled() -> None:
+    from worker.reduction import CANCELLED, Cancelled
+
+    runtime = FakeReducingRuntime()
+    env = default_catalog().environments[0]
+    steps: list[str] = []
+
+    def progress(event: dict) -> None:  # the worker's Progress, for a job cancelled at step 2
+        if event.get("kind") == "step":
+            steps.append(event["what"])
+            if len(steps) == 2:
+                raise Cancelled
+
+    found = reduce_case(fake_case(), Options(env=env, variant="v"), runtime,  # type: ignore[arg-type]
+                        progress=progress)
+    # Stopped there, its best case kept (the first step's), said to be cancelled; a cancel told
+    # again (its progress told once more) used to end it with no case at all.
+    assert not found.finished and found.log[-1] == CANCELLED and found.steps == 1
+    assert found.log[:-1] == steps[:2] and found.after.passes == 1

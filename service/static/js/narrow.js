@@ -3,6 +3,7 @@
 import { api, el, fill } from "./common.js";
 
 const FAILING = new Set(["error", "crash", "timeout", "oom"]);
+const CANCELLED = "cancelled: the best case so far"; // a reduction's last log line (worker/reduction.py)
 
 function passNames(c) {
   const passes = (c && c.variants && c.variants[0] && c.variants[0].passes) || [];
@@ -30,7 +31,10 @@ function summaryText(job, found) {
   }
   const head = `Variant ${found.variant} on ${found.environment}, oracle ${found.oracle}, budget ${found.budget_s} s: `;
   if (found.state !== "done") return head + progressText(found);
-  return head + (found.finished ? "every edit tried." : "the budget ended it with the best case so far.");
+  if (found.finished) return head + "every edit tried.";
+  const log = found.log || [];
+  const cancelled = log[log.length - 1] === CANCELLED;
+  return head + (cancelled ? "cancelled; the best case so far is below." : "the budget ended it with the best case so far.");
 }
 
 function sizesTable(job, found) {
