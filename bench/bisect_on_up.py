@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.bisect_service import time_bisect  # noqa: E402
 from bench.bisect_vs_bare import cpu_bench  # noqa: E402
-from bench.service_vs_bare import CASE, Service, summary, time_bare  # noqa: E402
+from bench.service_vs_bare import CASE, TABLE_HEADER, Service, summary, time_bare  # noqa: E402
 from worker.provision import env_python  # noqa: E402
 
 
@@ -73,7 +73,7 @@ def main() -> None:
     bare = statistics.median(samples["bare"])
     print(f"founding case, variant {args.variant}, {len(ids)} CPU releases, {args.repeat} samples "
           f"each (medians); verdicts: {', '.join(sorted(verdicts))}")
-    print(f"{'':30} {'median':>7} {'min':>8} {'max':>8} {'/bare':>9}")
+    print(TABLE_HEADER)
     print(summary("bare cold python", samples["bare"], bare))
     print(summary("bisect job on the up", samples["job"], bare))
     print(summary("bisect --local beside it", samples["command"], bare))

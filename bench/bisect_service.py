@@ -36,6 +36,7 @@ from bench.bisect_vs_bare import cpu_bench  # noqa: E402
 from bench.service_vs_bare import (  # noqa: E402
     BENCH_REDIS_URL,
     POLL_S,
+    TABLE_HEADER,
     Service,
     stored_at,
     summary,
@@ -155,7 +156,7 @@ def report(args: argparse.Namespace, newest: str, releases: int, concurrency: in
           f"{releases} CPU releases through the service (Redis, warm worker, concurrency "
           f"{concurrency}, cache bypassed; {os.cpu_count()} cores), {args.repeat} runs each; "
           f"verdicts {sorted(verdicts)}; load {os.getloadavg()[0]:.1f}")
-    print(f"{'':<28} {'median':>8} {'min':>8} {'max':>8} {'/bare':>9}")
+    print(TABLE_HEADER)
     print(summary("bare cold python", samples["bare"], bare))
     print(summary("bisect job, service", samples["service"], bare))
     print(summary("  probes' sandbox time, sum", samples["sandbox"], bare))

@@ -30,7 +30,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.service_vs_bare import CASE, bare_script, summary, time_bare  # noqa: E402
+from bench.service_vs_bare import CASE, TABLE_HEADER, bare_script, summary, time_bare  # noqa: E402
 from tvmrepro.environments import Environment, default_catalog  # noqa: E402
 from tvmrepro.settings import Settings  # noqa: E402
 from worker.provision import env_python, provision  # noqa: E402
@@ -91,7 +91,7 @@ def main() -> None:
     print(f"founding case, variant {args.variant}: bare run on {newest.id} vs bisection over "
           f"{len(envs)} CPU releases ({os.cpu_count()} cores), {args.repeat} runs each; "
           f"verdicts {sorted(verdicts)}")
-    print(f"{'':<28} {'median':>8} {'min':>8} {'max':>8} {'/bare':>9}")
+    print(TABLE_HEADER)
     print(summary("bare cold python", samples["bare"], bare))
     print(summary("bisect --local, 10 releases", samples["bisect"], bare))
     cores = os.cpu_count() or 1

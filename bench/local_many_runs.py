@@ -30,7 +30,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.service_vs_bare import CASE, bare_script, summary, time_bare  # noqa: E402
+from bench.service_vs_bare import CASE, TABLE_HEADER, bare_script, summary, time_bare  # noqa: E402
 from tvmrepro.environments import default_catalog  # noqa: E402
 from tvmrepro.settings import Settings  # noqa: E402
 from worker.provision import env_python, provision  # noqa: E402
@@ -89,7 +89,7 @@ def main() -> None:
     bare = statistics.median(samples["bare"])
     print(f"founding case, variant {VARIANT}, reduced on {newest.id}, {args.repeat} runs each "
           f"({os.cpu_count()} cores): {'; '.join(sorted(answers))}")
-    print(f"{'':<28} {'median':>8} {'min':>8} {'max':>8} {'/bare':>9}")
+    print(TABLE_HEADER)
     print(summary("bare cold python", samples["bare"], bare))
     print(summary("reduce --local", samples["reduce"], bare))
     print(summary(f"bisect --local, {len(envs)} releases", samples["bisect"], bare))

@@ -42,6 +42,7 @@ from bench.service_vs_bare import (  # noqa: E402
     BENCH_REDIS_URL,
     CASE,
     POLL_S,
+    TABLE_HEADER,
     Service,
     bare_script,
     stored_at,
@@ -164,7 +165,7 @@ def main() -> None:
     bare = statistics.median(samples["bare"])
     print(f"founding case, {args.repeat} samples each (medians); a worker on Redis serving "
           f"{', '.join(env_ids)} at concurrency 2")
-    print(f"{'':<28} {'median':>8} {'min':>8} {'max':>8} {'/bare':>9}")
+    print(TABLE_HEADER)
     print(summary("bare cold python", samples["bare"], bare))
     print(summary("matrix: 6 runs, 3 releases", samples["matrix"], bare))
     print(summary(f"reduce job ({VARIANT})", samples["reduce"], bare))

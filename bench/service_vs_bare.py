@@ -209,6 +209,9 @@ def _cpu_seconds(processes: list[psutil.Process]) -> float:
     return total
 
 
+TABLE_HEADER = f"{'':<28} {'median':>8} {'min':>8} {'max':>8} {'/bare':>9}"  # above summary()s
+
+
 def summary(label: str, seconds: list[float], bare: float) -> str:
     """One line of the table."""
     median = statistics.median(seconds)
@@ -254,7 +257,7 @@ def main() -> None:
     bare = statistics.median(samples["bare"])
     print(f"founding case, variant {args.variant}, {env.id}, {args.repeat} runs each "
           f"(medians; service runs bypass the cache)")
-    print(f"{'':<28} {'median':>8} {'min':>8} {'max':>8} {'/bare':>9}")
+    print(TABLE_HEADER)
     print(summary("bare cold python", samples["bare"], bare))
     for name in ("redis", "embedded"):
         print(summary(f"service, {name} broker", samples[name], bare))

@@ -42,6 +42,7 @@ from bench.service_vs_bare import (  # noqa: E402
     BENCH_REDIS_URL,
     CASE,
     POLL_S,
+    TABLE_HEADER,
     Service,
     bare_script,
     stored_at,
@@ -189,7 +190,7 @@ def main() -> None:
             bench_redis.delete(key)
     bare = statistics.median(samples["bare"])
     print(f"founding case, variant {args.variant}, {env.id}, {args.repeat} runs each (medians)")
-    print(f"{'':<28} {'median':>8} {'min':>8} {'max':>8} {'/bare':>9}")
+    print(TABLE_HEADER)
     print(summary("bare cold python", samples["bare"], bare))
     print(summary("tvmrepro run --local --cold", samples["local"], bare))
     print(summary("run --local beside `up`", samples["local_up"], bare))

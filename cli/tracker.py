@@ -308,7 +308,7 @@ def triage_command(source: Path, env_ids: tuple[str, ...], local: bool, cold: bo
     on_up = None if cold or not record else on_warm_up(
         "local", [env.id for env in envs],
         lambda url: triage_remotely(reports, [env.id for env in envs], url, as_json))
-    answer = on_up or triage_locally(reports, envs)
+    answer = on_up if on_up is not None else triage_locally(reports, envs)
     if record and on_up is None:
         record_known_issues(reports, answer, Settings.from_env())
     show_triage(answer, as_json)

@@ -241,12 +241,3 @@ def concretize_shape_vars(source: str) -> list[Candidate]:
         text = re.sub(rf"(?<![\w.\"']){name}(?![\w\"'])", "1", text)
         found.append(Candidate(f"shape variable {name} -> 1", text))
     return found
-
-
-def compiles(source: str) -> bool:
-    """Valid Python at all (a cheap filter before the harness parses it as TVMScript)."""
-    try:
-        compile(source, "<candidate>", "exec", dont_inherit=True)
-    except (SyntaxError, ValueError):
-        return False
-    return True

@@ -33,12 +33,10 @@ def why_unparsable(source: str) -> str | None:
     """Why TVMScript certainly refuses this module text, or None where it may parse."""
     try:
         tree = ast.parse(source)
+        compile(tree, "<edit>", "exec", dont_inherit=True)  # what the parser lets through
     except (SyntaxError, ValueError):
         return "not valid Python"
-    if any(isinstance(node, _UNFOLLOWED) for node in ast.walk(tree)) or any(
-            isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names)
-            for node in ast.walk(tree)) or any(
-            isinstance(node, ast.Name) and node.id in _DYNAMIC for node in ast.walk(tree)):
+    if not all(_followed(node) for node in ast.walk(tree)):
         return None
     known = PARSER_GLOBALS | _BUILTINS | _module_level_names(tree)
     for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
@@ -50,6 +48,15 @@ def why_unparsable(source: str) -> str | None:
             if why is not None:
                 return why
     return None
+
+
+def _followed(node: ast.AST) -> bool:
+    """Whether this module follows the scoping of `node` (else it refuses nothing)."""
+    if isinstance(node, _UNFOLLOWED):
+        return False
+    if isinstance(node, ast.ImportFrom):
+        return all(alias.name != "*" for alias in node.names)
+    return not (isinstance(node, ast.Name) and node.id in _DYNAMIC)
 
 
 def _missing_member(func: ast.FunctionDef, module: str, members: set[str]) -> str | None:

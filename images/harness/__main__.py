@@ -27,7 +27,7 @@ from .classify import Outcome, classify
 from .events import EventSink
 from .modes import run_module_case, run_script_case
 from .porting import detect, port
-from .tracing import Tracer, index_references, pass_path_of, stage_of
+from .tracing import Tracer, import_dialects, index_references, pass_path_of, stage_of
 
 
 def _parse_args(argv: list[str]) -> argparse.Namespace:
@@ -142,10 +142,9 @@ def warm_up() -> None:
 
     # TVMScript's dialects (the tracer imports them before any case runs) and the VM's ops
     # (every Relax build imports them): imported once here, not by each run (17 modules).
-    for name in ("tvm.script.ir", "tvm.script.relax", "tvm.script.tirx", "tvm.script.tir",
-                 "tvm.relax.op.vm"):
-        with contextlib.suppress(ImportError):  # a release has tirx or tir, not both
-            importlib.import_module(name)
+    import_dialects()
+    with contextlib.suppress(ImportError):  # in every release here; a run imports it anyway
+        importlib.import_module("tvm.relax.op.vm")
 
     # TVMScript's parser calls inspect.stack(), whose first call maps every loaded module to its
     # file (over a thousand with TVM: 0.1-0.2 s of a run's first parse); made here once, the child

@@ -34,7 +34,6 @@ from .porting import Features, detect, port
 from .scriptsrc import module_source, parse_back, parse_problem, well_formed
 
 MODE = "check"
-CANDIDATE_MODE = "candidate"
 
 
 def print_json(tvm: Any, workdir: Path, index: int, text: str) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import inspect
 import sys
 import time
@@ -74,6 +75,13 @@ def _stamp(exc: BaseException, stage: str, path: list[str] | None = None) -> Non
 # modules imported since, instead of every module for each hook (0.03 s of each run).
 _REFERENCES: dict[int, list[tuple[Any, str]]] = {}
 _INDEXED: set[str] = set()
+
+
+def import_dialects() -> None:
+    """TVMScript's dialects (a release has tirx or tir, or both)."""
+    for dialect in ("ir", "relax", "tirx", "tir"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(f"tvm.script.{dialect}")
 
 
 def index_references() -> None:
@@ -319,9 +327,7 @@ class Tracer:
     def _install_parse_hooks(self) -> None:
         # Every TVMScript decorator (I.ir_module, R.function, T.prim_func) and from_source
         # end in this one function; load the dialects first so their copies are replaced too.
-        for dialect in ("ir", "relax", "tirx", "tir"):
-            with contextlib.suppress(ImportError):
-                __import__(f"tvm.script.{dialect}")
+        import_dialects()
         entry = sys.modules.get("tvm.script.parser.core.entry")
         if entry is not None:
             self._wrap_everywhere(entry.parse, "parse")
