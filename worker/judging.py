@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,10 @@ class Cancelled(OutOfBudget):
     """The job was cancelled: stop with the best case so far, said so."""
 
 
+def never() -> bool:
+    return False
+
+
 def content_key(source: str, passes: list[Any]) -> tuple[str, str]:
     """What makes two candidates the same run: the module's text and the pass list."""
     return source, repr(passes)
@@ -47,7 +52,8 @@ def content_key(source: str, passes: list[Any]) -> tuple[str, str]:
 
 @dataclass
 class Options:
-    """What a reduction was asked: environment, variant, oracle, budget, parallel sandboxes."""
+    """What a reduction was asked: environment, variant, oracle, budget, parallel sandboxes;
+    `cancelled` says whether its job was cancelled (asked before every sandbox)."""
 
     env: Environment
     variant: str
@@ -55,6 +61,7 @@ class Options:
     budget_s: float = DEFAULT_BUDGET_S
     workers: int = DEFAULT_WORKERS
     job_id: str = "local"
+    cancelled: Callable[[], bool] = never
 
 
 @dataclass
@@ -109,6 +116,7 @@ class Judge:
         candidate whose content was judged before is not run again)."""
         key = content_key(source, passes)
         if key not in self.memo:
+            self._check_budget()
             self.state.runs += 1
             self.memo[key] = self._shows_bug(self._run(source, passes))
         return self.memo[key]
@@ -161,6 +169,9 @@ class Judge:
                                  count=count)
 
     def _check_budget(self) -> None:
+        """Before a sandbox: stop if the budget is spent or the job was cancelled."""
+        if self.options.cancelled():
+            raise Cancelled
         if time.monotonic() > self.deadline:
             raise OutOfBudget
 

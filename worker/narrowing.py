@@ -7,7 +7,7 @@ progress and best case so far are written to the job's narrowings row; at the
 end, its answer (or why there is none), and only then does the task store the
 run's result: the original run (the reference the reduction kept, or the
 script's run). A job cancelled meanwhile (its run done without us) stops the
-reduction at its next step, with the best case so far.
+reduction before its next sandbox, with the best case so far.
 """
 
 from __future__ import annotations
@@ -50,9 +50,13 @@ class Progress:
         if best is not None:  # while it runs, a reduction's answer so far is its best case
             shown["best"] = best.model_dump(mode="json", exclude={"finished", "log"})
         save_progress(self.store, self.job_id, shown)
-        run = self.store.run(self.job_id, self.run_id)
-        if run is not None and run.done:  # cancelled: its run has a result already
+        if self.cancelled():
             raise Cancelled
+
+    def cancelled(self) -> bool:
+        """Whether the job was cancelled: its run has a result already, stored without us."""
+        run = self.store.run(self.job_id, self.run_id)
+        return run is not None and run.done
 
 
 def reduce_job(store: Store, runtime: Runtime, run_id: str, job_id: str, case: Case,
@@ -63,7 +67,8 @@ def reduce_job(store: Store, runtime: Runtime, run_id: str, job_id: str, case: C
     assert spec is not None and case.source is not None  # the API checked: module mode
     before = Size(passes=len(spec.passes), lines=source_lines(case.source))
     reducer = Reducer(case, Options(env=env, variant=options.variant, oracle=options.oracle,
-                                    budget_s=options.budget_s, job_id=job_id),
+                                    budget_s=options.budget_s, job_id=job_id,
+                                    cancelled=progress.cancelled),
                       runtime, lambda event: progress(event, best(event)))
 
     def best(event: ProgressEvent) -> Reduced | None:

@@ -1,4 +1,5 @@
-"""Reduce a case while an oracle still holds: the pass list (ddmin), then the module, as text.
+"""Reduce a case while an oracle still holds: the module's big cuts (functions, the statements
+of their bodies), the pass list (ddmin), then the module's smaller edits, as text.
 
 The reducer runs here (the worker or `tvmrepro reduce --local`); each
 candidate is judged in a sandbox by the Judge (worker/judging.py): run with the
@@ -36,6 +37,8 @@ BUDGET_SPENT = "time budget spent: the best case so far"
 CANCELLED = "cancelled: the best case so far"  # the job was cancelled while it reduced
 CHECK_BATCH = 8  # module edits tried per batch (a progress line each where none holds)
 MAX_SWEEPS = 3  # passes over one phase's candidates while they keep shrinking the module
+FIRST_DEPTH = candidates.FUNCTION_INDENT + candidates.STATEMENT_STEP  # a function body's level
+DEEPEST = 1 << 10  # deeper than any module's statements
 Progress = Callable[[ProgressEvent], None]
 
 
@@ -179,18 +182,29 @@ class Reducer(Judge):
             self.threads = ThreadPoolExecutor(max_workers=max(1, self.options.workers))
         return self.threads.submit(self.edit_holds, source, current, passes)
 
+    def first_cuts(self) -> None:
+        """Functions, then statements of the functions' bodies: the big cuts, made before the
+        pass ddmin so that its runs are of the smaller module."""
+        self.sweep("functions", candidates.drop_functions)
+        self._statements(FIRST_DEPTH, FIRST_DEPTH)
+
+    def _statements(self, first: int, last: int) -> None:
+        """Statements, level by level, from indent `first` to `last` (within the module)."""
+        depth = first
+        while depth <= min(last, candidates.max_depth(self.state.source)):
+            self.sweep(f"statements@{depth}",
+                       functools.partial(candidates.drop_statements, depth=depth))
+            depth += candidates.STATEMENT_STEP
+
     def module_phases(self) -> None:
-        """Functions, statements level by level, PrimFunc bodies, bindings' values, again, then
-        symbolic shape variables made constants, then shapes."""
-        for round_ in range(2):
-            self.sweep("functions", candidates.drop_functions)
-            depth = candidates.FUNCTION_INDENT + candidates.STATEMENT_STEP
-            while depth <= candidates.max_depth(self.state.source):
-                self.sweep(f"statements@{depth}", functools.partial(candidates.drop_statements, depth=depth))
-                depth += candidates.STATEMENT_STEP
-            if round_ == 0:
-                self.sweep("prim func bodies", candidates.empty_prim_funcs)
-                self.sweep("bindings", candidates.zero_bindings)
+        """After `first_cuts` and the passes: the deeper statements, PrimFunc bodies, bindings'
+        values; functions and statements again; then symbolic shape variables made constants,
+        then shapes."""
+        self._statements(FIRST_DEPTH + candidates.STATEMENT_STEP, DEEPEST)
+        self.sweep("prim func bodies", candidates.empty_prim_funcs)
+        self.sweep("bindings", candidates.zero_bindings)
+        self.sweep("functions", candidates.drop_functions)
+        self._statements(FIRST_DEPTH, DEEPEST)
         self.sweep("shape variables", candidates.concretize_shape_vars)
         self.sweep("shapes", candidates.shrink_shapes)
 
@@ -205,12 +219,15 @@ class Reducer(Judge):
             self.baseline()
         finished = True
         try:
-            self.reduce_passes()
             from_json = "MODULE_JSON" in self.state.source
-            if self.normalize():
+            edits_module = self.normalize()
+            if edits_module:
                 if from_json and "MODULE_JSON" not in self.state.source:
                     # A save_json module counts as the TVMScript TVM printed it as.
                     before.lines = source_lines(self.state.source)
+                self.first_cuts()
+            self.reduce_passes()
+            if edits_module:
                 self.module_phases()
         except OutOfBudget as stop:
             finished = False

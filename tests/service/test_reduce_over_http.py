@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli.test_extract_reduce import founding_steps
+from tests.cli.test_extract_reduce import PASSES_STEP, founding_steps
 from tests.conftest import NEW_ENV, OLD_ENV, REPO
 from tests.service.stack import Stack, dump
 from tvmrepro.narrowing_jobs import narrowing
@@ -48,7 +48,8 @@ def founding_reduction(found: dict[str, Any]) -> list[str]:
     assert found["before"] == {"passes": 3, "lines": 146}
     assert found["steps"] == len(steps) - 1  # the reference is no step
     passes = pass_names(found["case"])
-    assert passes == (["LambdaLift", "AllocateWorkspace"] if len(steps) > 1 else FOUNDING_PASSES)
+    assert passes == (["LambdaLift", "AllocateWorkspace"] if PASSES_STEP in steps
+                      else FOUNDING_PASSES)
     assert found["after"] == {"passes": len(passes), "lines": source_lines(found["case"]["source"])}
     return steps
 
@@ -236,7 +237,7 @@ def test_the_page_reduces_a_failing_cell_and_shows_a_reduction(
         wait_for(browser, lambda d: "passes" in d.find_element(By.ID, "narrow-summary").text,
                  "the reduction's progress", timeout=120)
         # Cancelled from its page (this browser submitted it: it holds the cancel token): the
-        # worker stops the reduction at its next step (its budget is 900 s), storing the best
+        # worker stops the reduction before its next sandbox (its budget is 900 s), storing the best
         # case so far (or, still at its baseline, that it was cancelled).
         wait_for(browser, lambda d: d.find_element(By.ID, "cancel-job").is_displayed(),
                  "the cancel button")

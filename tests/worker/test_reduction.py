@@ -49,8 +49,8 @@ def test_source_lines_skip_blank_lines() -> None:
     assert source_lines("a\n\n  \nb\n") == 2
 
 
-# The reducer end to end over a fake runtime: a test of its orchestration (passes, then the
-# module's functions, statements and shapes; the oracle; the budget), not of TVM. The real-TVM
+# The reducer end to end over a fake runtime: a test of its orchestration (the module's big cuts,
+# the passes, then its other edits; the oracle; the budget), not of TVM. The real-TVM
 # reductions are in tests/cli/test_extract_reduce.py.
 
 
@@ -328,4 +328,18 @@ def test_a_reduction_cancelled_after_a_step_keeps_its_best_case_and_says_cancell
     # Stopped there, its best case kept (the first step's), said to be cancelled; a cancel told
     # again (its progress told once more) used to end it with no case at all.
     assert not found.finished and found.log[-1] == CANCELLED and found.steps == 1
-    assert found.log[:-1] == steps[:2] and found.after.passes == 1
+    assert found.log[:-1] == steps[:2] and steps[1].startswith("drop function unrelated")
+    assert found.after.lines == int(steps[1].split(" -> ")[-1].split()[0])  # "...: 12 -> 10 lines"
+
+
+def test_a_cancelled_reduction_starts_no_sandbox_after_the_cancel() -> None:
+    from worker.reduction import CANCELLED
+
+    runtime = FakeReducingRuntime()
+    env = default_catalog().environments[0]
+    # The job is cancelled once six sandboxes have run, between two progress writes: a
+    # reduction used to notice it only when it next wrote progress, running on till then.
+    options = Options(env=env, variant="v", workers=1, cancelled=lambda: len(runtime.jobs) >= 6)
+    found = reduce_case(fake_case(), options, runtime)  # type: ignore[arg-type]
+    assert len(runtime.jobs) == 6
+    assert not found.finished and found.log[-1] == CANCELLED
