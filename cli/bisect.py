@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -219,8 +218,7 @@ def follow_bisect(client: ApiClient, job: JobView, tick: Tick,
         if job.status.finished:
             return found
         left = found.progress.total - found.progress.done if found is not None else None
-        time.sleep(last_poll_s if left is not None and left <= 2 else POLL_S)
-        job = client.job(job.id)
+        job = client.job_after(job, last_poll_s if left is not None and left <= 2 else POLL_S)
 
 
 def bisect_view(found: Bisection, title: str) -> Table:

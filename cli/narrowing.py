@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -13,7 +12,7 @@ from typing import Any, Literal
 import click
 
 from cli.output import SERVER_HELP, error_console, fingerprints_announced, shown
-from cli.remote import POLL_S, ApiClient, ServiceError, connect, on_warm_up, resumable
+from cli.remote import ApiClient, ServiceError, connect, on_warm_up, resumable
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput
@@ -86,8 +85,7 @@ def follow_narrowing(client: ApiClient, job: JobView, kind: str, progress: Progr
     """Poll the job until it is finished, telling `progress` each new step."""
     said = None
     while not job.status.finished:
-        time.sleep(POLL_S)
-        job = client.job(job.id)
+        job = client.job_after(job)
         found = job.reduce if kind == "reduce" else job.extract
         shown = found.progress if found is not None else None
         if shown is not None and (shown.phase, shown.what) != said:

@@ -7,7 +7,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -39,6 +39,7 @@ from tvmrepro.settings import DEFAULT_SERVER, Settings, variable_name
 POLL_S = 0.25
 WARM_POLL_S = 0.05  # a run on a warm sandbox answers within a second or two: poll close behind
 HTTP_TIMEOUT_S = 30.0
+LONG_POLL_S = 20  # how long a request for a job's next change waits (under HTTP_TIMEOUT_S)
 # A service that never answered is asked a few times in quick succession, then named as absent:
 # most likely nothing listens there, and a minute of silent retries only hides that.
 FIRST_CONTACT_ATTEMPTS = 3
@@ -122,12 +123,17 @@ class ApiClient:
         self.server = self.service.url.rstrip("/")
         self.reconnect_s = reconnect_s
         self.answered = False  # once it has, a silence is a restart worth waiting through
+        self.seen: dict[str, tuple[str | None, JobView]] = {}  # a job's last view, its ETag
         # A plain http:// service needs no TLS context, whose CA bundle takes a quarter of a
         # second to load; redirects are not followed, so no request leaves plain HTTP.
         plain = self.server.startswith("http://")
         self.http = httpx.Client(base_url=self.server, timeout=HTTP_TIMEOUT_S, verify=not plain)
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        """The answer's JSON (ServiceError or BadInput for an error)."""
+        return self._send(method, path, **kwargs).json()
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         started, attempts, said = time.monotonic(), 0, -RECONNECT_SAY_S
         while True:
             try:
@@ -150,12 +156,12 @@ class ApiClient:
                         f"asking again until {self.reconnect_s:.0f} s", highlight=False)
                 time.sleep(1.0 if self.answered else FIRST_CONTACT_PAUSE_S)
         self.answered = True
-        if response.status_code < 400:
-            return response.json()
-        self._raise(response)
+        if response.status_code >= 400:
+            self._raise(response)
+        return response
 
     @staticmethod
-    def _raise(response: httpx.Response) -> None:
+    def _raise(response: httpx.Response) -> NoReturn:
         try:
             detail = response.json()["error"]
         except (ValueError, KeyError, TypeError):
@@ -204,7 +210,32 @@ class ApiClient:
     def job(self, job_id: str) -> JobView:
         """A job with runs and matrix."""
         path = f"/api/v1/jobs/{job_id}"
-        return _validated(JobView, self._call("GET", path), f"GET {path}")
+        return self._job_view(self._send("GET", path), path)
+
+    def _job_view(self, response: httpx.Response, path: str) -> JobView:
+        job = _validated(JobView, response.json(), f"GET {path}")
+        self.seen[job.id] = (response.headers.get("ETag"), job)
+        return job
+
+    def job_after(self, job: JobView, poll_s: float = POLL_S) -> JobView:
+        """The job once it differs from `job` (the last view of it this client got): asked of
+        the service as a long-poll (service/waiting.py), which answers when it changes; a
+        service that cannot wait now (or does not: no ETag) is asked again after `poll_s`."""
+        path = f"/api/v1/jobs/{job.id}"
+        etag, last = self.seen.get(job.id, (None, None))
+        if last is not job:  # not read by this client since (a submission's answer): read now
+            return self.job(job.id)
+        if etag is None:  # a service that does not long-poll
+            time.sleep(poll_s)
+            return self.job(job.id)
+        started = time.monotonic()
+        response = self._send("GET", path, params={"wait": LONG_POLL_S},
+                              headers={"If-None-Match": etag})
+        if response.status_code != 304:
+            return self._job_view(response, path)
+        if time.monotonic() - started < LONG_POLL_S / 2:  # it did not wait: no thread free
+            time.sleep(poll_s)
+        return job
 
     def environments(self) -> list[EnvironmentView]:
         """The service's environments, with their live workers."""
@@ -280,8 +311,7 @@ def follow(client: ApiClient, job: JobView, console: Console) -> JobView:
                                 completed=1 if run.state == RunState.DONE else 0)
             if job.status.finished:
                 return job
-            time.sleep(POLL_S)
-            job = client.job(job.id)
+            job = client.job_after(job)
 
 
 def resume_command(client: ApiClient, job_id: str, as_json: bool) -> str:
@@ -356,8 +386,7 @@ def run_on_service(case: Case, envs: list[Environment], variants: list[str],
     client = ApiClient(server, reconnect_s=0)
     job = client.submit(run_job(case, envs, variants, bypass_cache=True))
     while not job.status.finished:
-        time.sleep(WARM_POLL_S)
-        job = client.job(job.id)
+        job = client.job_after(job, WARM_POLL_S)
     return client.results(job)
 
 

@@ -195,6 +195,23 @@ class Store(WorkerRegistry, BisectionRows, KnownIssueRows, TriageRows):
         return JobRow.model_validate({**dict(row), "runs": runs, "comparisons": comparisons,
                                       "symbols": symbols})
 
+    def job_stamp(self, job_id: str) -> tuple[Any, ...]:
+        """What changes whenever a run, bisect or narrowing job's view may: its runs' states,
+        deliveries and times, its comparisons and its bisection's and narrowing's rows (cheap:
+        a long-poll asks it many times a second; a triage's parts are not covered)."""
+        runs = t.runs.c
+        with self.engine.connect() as conn:
+            stamp: list[tuple[Any, ...] | None] = [tuple(r) for r in conn.execute(
+                sa.select(runs.state, runs.deliveries, runs.claimed_at, runs.finished_at,
+                          runs.result_id).where(runs.job_id == job_id).order_by(runs.ordinal))]
+            for columns in ((t.comparisons.c.runs, t.comparisons.c.created_at),
+                            (t.bisections.c.seen, t.bisections.c.updated_at),
+                            (t.narrowings.c.updated_at,)):
+                row = conn.execute(sa.select(*columns).where(
+                    columns[0].table.c.job_id == job_id)).first()
+                stamp.append(tuple(row) if row is not None else None)
+        return tuple(stamp)
+
     def job_page(self, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
         """Jobs newest first (id, kind, title, created_at, runs, done), and how many there are.
         A triage's (or sweep's) run jobs are shown under it: not listed, their runs counted as

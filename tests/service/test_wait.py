@@ -11,9 +11,12 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.conftest import NEW_ENV, REPO
@@ -97,3 +100,52 @@ def test_a_command_that_stops_waiting_says_how_to_get_back(fake_stack: Stack,
     unknown = tvmrepro(fake_stack, "wait", "no-such-job", "--server", fake_stack.url)
     _, err = unknown.communicate(timeout=60)
     assert unknown.returncode == 1 and "no-such-job" in err, err
+
+
+def test_a_long_poll_answers_when_the_job_changes_and_waits_while_it_does_not(
+        tmp_path: Path) -> None:
+    from tests.service.test_recovery import fake_sleep
+
+    home = tmp_path / "home"
+    home.mkdir()
+    # One API process of two threads: one of them may wait.
+    stack = Stack(Backend("embedded"), home, TVMREPRO_RUNTIME="fake", TVMREPRO_API_WORKERS="1",
+                  TVMREPRO_API_THREADS="2")
+    try:
+        stack.start_api()
+        stack.start_worker(NEW_ENV)
+        job_id = stack.submit({"kind": "run", "case": fake_sleep(4, "long-poll"),
+                               "environments": [NEW_ENV], "bypass_cache": True})["id"]
+        path = f"/api/v1/jobs/{job_id}"
+        stack.wait_running(job_id)
+        running = stack.http.get(path)
+        etag = running.headers["ETag"]
+        assert running.json()["status"] == "running" and stack.http.get(path).headers["ETag"] == etag
+
+        def long_poll(seen: str, wait_s: int) -> tuple[httpx.Response, float]:
+            started = time.monotonic()
+            answer = stack.http.get(path, params={"wait": wait_s},
+                                    headers={"If-None-Match": seen})
+            return answer, time.monotonic() - started
+
+        # Nothing changes for a second: a 304 after the wait, not before.
+        same, waited = long_poll(etag, 1)
+        assert same.status_code == 304 and same.headers["ETag"] == etag and waited >= 1.0
+        # While one request waits (the one slot), another is answered at once, unchanged.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            holding = pool.submit(long_poll, etag, 20)
+            time.sleep(0.5)
+            other, waited = long_poll(etag, 20)
+            assert other.status_code == 304 and waited < 0.5, waited
+            # The one that waits answers when the run ends, with the new view and its ETag.
+            done, waited = holding.result(timeout=30)
+        assert done.status_code == 200 and done.json()["status"] == "done", done.text
+        assert done.headers["ETag"] != etag and waited < 15, waited
+        # A finished job does not wait: what was seen is what it is.
+        last, waited = long_poll(done.headers["ETag"], 20)
+        assert last.status_code == 304 and waited < 1.0, waited
+        # A bad wait names the parameter.
+        bad = stack.http.get(path, params={"wait": "forever"})
+        assert bad.status_code == 400 and "wait" in bad.json()["error"]["message"], bad.text
+    finally:
+        stack.close()

@@ -45,7 +45,13 @@ export async function api(path, options = {}) {
     init.body = JSON.stringify(options.json);
     init.headers["Content-Type"] = "application/json";
   }
-  const response = await fetch(path, init);
+  const data = await answered(await fetch(path, init));
+  if (data && typeof data.id === "string" && typeof data.cancel_token === "string") keepCancelToken(data);
+  return data;
+}
+
+/** An answer's JSON, or an ApiError with the API's own message. */
+async function answered(response) {
   const text = await response.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch { data = null; }
@@ -54,8 +60,21 @@ export async function api(path, options = {}) {
     throw new ApiError(response.status, detail ? detail.message : `HTTP ${response.status}: ${text.slice(0, 200)}`,
                        detail ? detail.field : null);
   }
-  if (data && typeof data.id === "string" && typeof data.cancel_token === "string") keepCancelToken(data);
   return data;
+}
+
+/**
+ * A job's next view, by long-poll: the service answers once the job differs from the view whose
+ * ETag is `etag`, or after `waitS` seconds. {data, etag, early}: data null when it did not change;
+ * early when it said so before the wait was over (it could not wait: ask again later).
+ */
+export async function nextView(path, etag, waitS) {
+  const started = Date.now();
+  const headers = { Accept: "application/json", ...(etag ? { "If-None-Match": etag } : {}) };
+  const response = await fetch(etag ? `${path}?wait=${waitS}` : path, { headers, cache: "no-store" });
+  const early = Date.now() - started < waitS * 500;
+  if (response.status === 304) return { data: null, etag, early };
+  return { data: await answered(response), etag: response.headers.get("ETag"), early };
 }
 
 const tokenKey = (jobId) => `tvmrepro.cancel-token.${jobId}`;

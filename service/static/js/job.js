@@ -1,6 +1,6 @@
 // A job's page: the matrix (live while runs finish), groups, IR diffs, a cell's details, the report.
 import { openCell } from "./cell.js";
-import { api, cancelToken, el, fill, statusClass, when } from "./common.js";
+import { api, cancelToken, el, fill, nextView, statusClass, when } from "./common.js";
 import { reportMarkdown } from "./report.js";
 import { narrowButton, renderNarrowing } from "./narrow.js";
 import { renderBisect, startBisect } from "./timeline.js";
@@ -10,7 +10,8 @@ const jobId = document.querySelector("script[data-job]").dataset.job;
 const base = `/api/v1/jobs/${encodeURIComponent(jobId)}`;
 const POLL_MS = 1000;
 const MAX_POLL_MS = 5000; // a job that waits long (no worker yet) is asked less often
-const state = { job: null, ticked: [], opened: null, poll: POLL_MS };
+const WAIT_S = 20; // how long one request for the job's next change waits
+const state = { job: null, etag: null, ticked: [], opened: null, poll: POLL_MS };
 
 function finished(job) {
   return (job.status === "done" || job.status === "failed") && (!job.bisect || job.bisect.finished);
@@ -197,14 +198,21 @@ function render(job) {
 
 async function load() {
   try {
-    const job = await api(base);
+    // A long-poll once a view is shown: the service answers when the job changes.
+    const next = await nextView(base, state.etag, WAIT_S);
     showError("");
-    render(job);
+    state.etag = next.etag;
+    const job = next.data || state.job;
+    if (next.data) render(job);
     if (finished(job)) return renderReport(job);
+    // Changed: asked again at once (a job that changes all the time, at most every 50 ms);
+    // the wait over with no change: asked again at once.
+    if (state.etag && (next.data || !next.early)) return void setTimeout(load, next.early ? 50 : 0);
   } catch (exc) {
     showError(`Could not read the job: ${exc.message}`);
     if (exc.status === 404) return;
   }
+  // The service could not wait (or does not): asked again later, less often while it lasts.
   setTimeout(load, state.poll);
   state.poll = Math.min(MAX_POLL_MS, state.poll * 1.1);
 }

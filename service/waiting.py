@@ -1,0 +1,61 @@
+"""Long-polling a job: `GET /api/v1/jobs/<id>?wait=S` with the ETag of the view last seen in
+`If-None-Match` answers as soon as the job's view differs from it (or its wait is over), so a
+client follows a job without polling it: the CLI while it waits, the job page while it is open.
+
+The view is not rebuilt while it waits: the store's stamp of the job (its runs' states and
+times, its bisection's and narrowing's rows; tvmrepro/store.py `job_stamp`, one cheap query)
+is read every WAIT_TICK_S, and the view only once that changes. A request that waits holds one
+of the API process's threads, so at most half of them wait at once: another asking to wait is
+answered at once, as a plain GET (its client then polls as it would without waiting).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tvmrepro.lifecycle import JobKind
+from tvmrepro.models import JobView
+
+MAX_WAIT_S = 30  # under the API's request timeout (service/server.py)
+WAIT_TICK_S = 0.02
+
+
+def view_etag(view: JobView) -> str:
+    """The view's entity tag: equal for equal views."""
+    return '"' + hashlib.sha256(view.model_dump_json().encode()).hexdigest()[:32] + '"'
+
+
+class JobWaits:
+    """The long-polls of one API process: how many may wait at once, and the wait itself."""
+
+    def __init__(self, threads: int) -> None:
+        self.slots = threading.BoundedSemaphore(max(1, threads // 2))
+
+    def view_after(self, view_of: Callable[[], JobView | None], stamp_of: Callable[[], Any],
+                   seen: str | None, wait_s: float) -> JobView | None:
+        """The job's view once its ETag is not `seen`, or at the end of `wait_s` seconds (at
+        once: no `seen`, no wait, a finished job, a triage or sweep, or no thread free to
+        wait); None when there is no such job."""
+        stamp = stamp_of() if seen and wait_s > 0 else None
+        view = view_of()
+        if (view is None or stamp is None or view_etag(view) != seen or view.status.finished
+                or view.kind in (JobKind.TRIAGE, JobKind.SWEEP)
+                or not self.slots.acquire(blocking=False)):
+            return view
+        try:
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline:
+                time.sleep(WAIT_TICK_S)
+                now = stamp_of()
+                if now == stamp:
+                    continue
+                stamp, view = now, view_of()
+                if view is None or view_etag(view) != seen:
+                    return view
+            return view
+        finally:
+            self.slots.release()
