@@ -41,10 +41,10 @@ from bench.local_many_runs import checked_reduction  # noqa: E402
 from bench.service_vs_bare import (  # noqa: E402
     BENCH_REDIS_URL,
     CASE,
-    POLL_S,
     TABLE_HEADER,
     Service,
     bare_script,
+    finished,
     stored_at,
     summary,
     time_bare,
@@ -57,15 +57,6 @@ from worker.provision import env_python, provision  # noqa: E402
 VARIANT = "fusetir-once"
 
 
-def finished(service: Service, job_id: str) -> dict[str, Any]:
-    """The job, once it is done (or failed)."""
-    while True:
-        job: dict[str, Any] = service.http.get(f"/api/v1/jobs/{job_id}").json()
-        if job["status"] in ("done", "failed"):
-            return job
-        time.sleep(POLL_S)
-
-
 def time_matrix(service: Service, case: dict[str, Any], env_ids: list[str],
                 stages: dict[str, list[float]] | None = None) -> float:
     """Seconds from submit to the matrix's last result stored (`stages`: each stage's seconds
@@ -74,7 +65,7 @@ def time_matrix(service: Service, case: dict[str, Any], env_ids: list[str],
     job = service.http.post("/api/v1/jobs", json={"case": case, "environments": env_ids,
                                                   "bypass_cache": True}).json()
     posted = time.time()
-    done = finished(service, job["id"])
+    done = finished(service.http, job["id"])
     seen = time.time()
     statuses = {run["result"]["status"] for run in done["runs"]}
     if len(done["runs"]) != 2 * len(env_ids) or "infra_error" in statuses:
@@ -121,7 +112,7 @@ def time_reduce(service: Service, case: dict[str, Any], env_id: str, budget_s: i
     job = service.http.post("/api/v1/jobs", json={
         "kind": "reduce", "case": case, "environments": [env_id], "variant": VARIANT,
         "budget_s": budget_s}).json()
-    done = finished(service, job["id"])
+    done = finished(service.http, job["id"])
     elapsed = time.monotonic() - started
     if done["status"] != "done" or done["reduce"]["state"] != "done":
         raise SystemExit(f"the reduce job failed: {json.dumps(done)[:2000]}")
