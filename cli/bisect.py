@@ -192,7 +192,8 @@ def bisect_on_up(case: Case, options: Options, runtime_name: str, tick: Tick, as
     """The bisection as a job of a live `tvmrepro up` on this home whose worker serves every
     release asked for (its zygotes have TVM imported; the cache bypassed, as a run here would
     be), annotated from `history`; None when there is no such `up` or it refused."""
-    from cli.remote import WARM_POLL_S, connect, on_warm_up
+    from cli.remote import WARM_POLL_S, connect
+    from cli.up import on_warm_up
 
     def on(url: str) -> Bisection | None:
         job_id, found = bisect_remotely(case, dataclasses.replace(options, bypass_cache=True),

@@ -113,7 +113,7 @@ def run_locally(case: Case, envs: list[Environment], variants: list[str],
     """Run every variant in every environment here, without the service: on the warm
     sandboxes of a `tvmrepro up` on this home when one serves them all (unless `cold`), else
     in sandboxes started now."""
-    from cli.remote import on_warm_up, run_on_service
+    from cli.up import on_warm_up, run_on_service
     from worker.runner import run_variant
     from worker.runtimes import make_runtime
 

@@ -12,7 +12,8 @@ from typing import Any, Literal
 import click
 
 from cli.output import SERVER_HELP, error_console, fingerprints_announced, shown
-from cli.remote import ApiClient, ServiceError, connect, on_warm_up, resumable
+from cli.remote import ApiClient, ServiceError, connect, resumable
+from cli.up import on_warm_up
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import BadInput

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
@@ -51,7 +51,6 @@ RECONNECT_SAY_S = 10.0
 
 
 Model = TypeVar("Model", bound=BaseModel)
-Answer = TypeVar("Answer")
 
 
 class ServiceError(ReproError):
@@ -378,32 +377,3 @@ def run_remotely(case: Case, envs: list[Environment] | None, variants: list[str]
                           highlight=False)
     finish_run(client, job, as_json)
 
-
-def run_on_service(case: Case, envs: list[Environment], variants: list[str],
-                   server: str) -> list[dict[str, Any]]:
-    """Run every variant in every environment on the service at `server`, its cache bypassed,
-    and return the runs' full results, as a run here would (`run --local` beside `up`)."""
-    client = ApiClient(server, reconnect_s=0)
-    job = client.submit(run_job(case, envs, variants, bypass_cache=True))
-    while not job.status.finished:
-        job = client.job_after(job, WARM_POLL_S)
-    return client.results(job)
-
-
-def on_warm_up(runtime_name: str, env_ids: list[str],
-               work: Callable[[str], Answer]) -> Answer | None:
-    """`work(url)` on a live `tvmrepro up` on this home whose worker serves every one of
-    env_ids (TVM imported there already); None when there is no such `up`, or it stopped or
-    refused: the command then runs here (--cold asks for that at once)."""
-    from cli.up import warm_service
-
-    url = warm_service(Settings.from_env(), runtime_name, env_ids)
-    if url is None:
-        return None
-    error_console().print(f"running on the warm sandboxes of `tvmrepro up` at {url} "
-                          "(--cold: sandboxes of this command's own)", highlight=False)
-    try:
-        return work(url)
-    except (ServiceError, BadInput) as exc:  # it stopped, or its worker is not live yet
-        error_console().print(f"{exc}; running here", highlight=False)
-        return None

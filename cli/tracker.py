@@ -301,7 +301,7 @@ def triage_command(source: Path, env_ids: tuple[str, ...], local: bool, cold: bo
         show_triage(triage_remotely(reports, [env.id for env in envs], server, as_json), as_json)
         return
     envs = sorted(envs or catalog.spanning("cpu"), key=lambda env: env.version)
-    from cli.remote import on_warm_up
+    from cli.up import on_warm_up
 
     # Beside a live `up` on this home, a triage job there (its worker's TVM imported already;
     # it keeps what it saw in this home's store, as --record does here).

@@ -1,4 +1,5 @@
-"""`tvmrepro up`: the API and one worker in one command (embedded broker and store by default)."""
+"""`tvmrepro up`: the API and one worker in one command (embedded broker and store by default),
+and the hand-over of other commands' runs to a live one on the same home (`on_warm_up`)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,19 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tvmrepro.environments import Environment, default_catalog
+from tvmrepro.errors import BadInput
 from tvmrepro.liveness import process_token, token_alive
 from tvmrepro.settings import Settings
 
+if TYPE_CHECKING:
+    from tvmrepro.cases import Case
+
+Answer = TypeVar("Answer")
 PR_SET_PDEATHSIG = 1
 WORKER_STOP_S = 20.0
 # While `up` serves, this file in its home says where: a `run --local` on the same home hands its
@@ -146,3 +153,36 @@ def up(settings: Settings, envs: list[Environment], host: str, port: int,
         except subprocess.TimeoutExpired:
             worker.kill()
             worker.wait()
+
+
+def run_on_service(case: Case, envs: list[Environment], variants: list[str],
+                   server: str) -> list[dict[str, Any]]:
+    """Run every variant in every environment on the service at `server`, its cache bypassed,
+    and return the runs' full results, as a run here would (`run --local` beside `up`)."""
+    from cli.remote import WARM_POLL_S, ApiClient, run_job
+
+    client = ApiClient(server, reconnect_s=0)
+    job = client.submit(run_job(case, envs, variants, bypass_cache=True))
+    while not job.status.finished:
+        job = client.job_after(job, WARM_POLL_S)
+    return client.results(job)
+
+
+def on_warm_up(runtime_name: str, env_ids: list[str],
+               work: Callable[[str], Answer]) -> Answer | None:
+    """`work(url)` on a live `tvmrepro up` on this home whose worker serves every one of
+    env_ids (TVM imported there already); None when there is no such `up`, or it stopped or
+    refused: the command then runs here (--cold asks for that at once)."""
+    from cli.output import error_console
+    from cli.remote import ServiceError
+
+    url = warm_service(Settings.from_env(), runtime_name, env_ids)
+    if url is None:
+        return None
+    error_console().print(f"running on the warm sandboxes of `tvmrepro up` at {url} "
+                          "(--cold: sandboxes of this command's own)", highlight=False)
+    try:
+        return work(url)
+    except (ServiceError, BadInput) as exc:  # it stopped, or its worker is not live yet
+        error_console().print(f"{exc}; running here", highlight=False)
+        return None

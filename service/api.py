@@ -149,8 +149,9 @@ def get_job(job_id: str) -> tuple[Response, int]:
     """A job with its runs and matrix, with its ETag. With ?wait=S (seconds) and the ETag last
     seen in If-None-Match: answered once the job differs from that, or after S seconds (304 if
     it did not change; service/waiting.py)."""
-    seen = request.headers.get("If-None-Match")
-    job = service().job_after(job_id, seen, _int_arg("wait", 0, 0, MAX_WAIT_S))
+    seen, jobs = request.headers.get("If-None-Match"), service()
+    job = jobs.waits.view_after(lambda: jobs.job(job_id), lambda: jobs.store.job_stamp(job_id),
+                                seen, _int_arg("wait", 0, 0, MAX_WAIT_S))
     if job is None:
         return error(404, f"no job {job_id!r}")
     etag = view_etag(job)

@@ -96,7 +96,7 @@ class JobService:
                  catalog: Catalog | None = None) -> None:
         self.settings, self.store, self.celery = settings, store, celery
         self.catalog = catalog or default_catalog()
-        self.waits = JobWaits(settings.api_threads)
+        self.waits = JobWaits(settings.api_threads)  # long-polls (service/waiting.py)
 
     @classmethod
     def open(cls, settings: Settings) -> JobService:
@@ -306,12 +306,6 @@ class JobService:
             matrix=build_matrix(job, comparisons), case=job.case, bisect=bisect,
             symbols=symbols or [],  # made once, when the job's last run was stored
             likely_duplicates=self._likely_duplicates(job))
-
-    def job_after(self, job_id: str, seen: str | None, wait_s: float) -> JobView | None:
-        """The job's view once it differs from the one whose ETag is `seen`, waiting up to
-        `wait_s` seconds for that (a long-poll, service/waiting.py), or None."""
-        return self.waits.view_after(lambda: self.job(job_id),
-                                     lambda: self.store.job_stamp(job_id), seen, wait_s)
 
     def _likely_duplicates(self, job: JobRow) -> list[KnownIssue]:
         """The issues that a triage saw fail with a signature of this job's failures."""
