@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -208,10 +209,11 @@ def bisect_on_up(case: Case, options: Options, runtime_name: str, tick: Tick, as
 
 def follow_bisect(client: ApiClient, job: JobView, tick: Tick,
                   last_poll_s: float = POLL_S) -> Bisection | None:
-    """Poll a bisect job until it is finished, telling `tick` its progress; its bisect object
-    (None: the service gave none). Once at most two probes are left (the last ones running on
-    two cores), every `last_poll_s` (a local `up`: closer behind its end; each read of a
-    bisection costs the service more than a run's)."""
+    """Follow a bisect job (long-poll) until it is finished, telling `tick` its progress; its
+    bisect object (None: the service gave none). While more than two probes are left it is
+    asked at most every POLL_S (each answer is a whole bisection to build, send and read, on the
+    cores the probes run on); then at once, and where the service cannot wait, every
+    `last_poll_s` (a local `up`: closer behind its end)."""
     while True:
         found = job.bisect
         if found is not None:
@@ -219,7 +221,10 @@ def follow_bisect(client: ApiClient, job: JobView, tick: Tick,
         if job.status.finished:
             return found
         left = found.progress.total - found.progress.done if found is not None else None
-        job = client.job_after(job, last_poll_s if left is not None and left <= 2 else POLL_S)
+        last = left is not None and left <= 2
+        if not last:
+            time.sleep(POLL_S)
+        job = client.job_after(job, last_poll_s if last else POLL_S)
 
 
 def bisect_view(found: Bisection, title: str) -> Table:
