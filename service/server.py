@@ -19,6 +19,7 @@ from typing import Any
 from gunicorn.app.base import BaseApplication
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
+from service.waiting import STOPPING
 from tvmrepro.settings import Settings
 
 REQUEST_TIMEOUT_S = 60  # a request is short: the work happens in workers
@@ -99,6 +100,11 @@ class ReadTimeoutWorker(ThreadWorker):
         if not isinstance(conn.sock, DeadlineSocket):
             conn.sock = DeadlineSocket.adopt(conn.sock, self.app.settings.read_timeout_s)
         super().enqueue_req(conn)
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        """SIGTERM, a graceful stop: the long-polls answer now rather than at their ends."""
+        STOPPING.set()
+        super().handle_exit(sig, frame)
 
     def handle(self, conn: TConn) -> Any:
         """One request of a connection, within its own read deadline."""

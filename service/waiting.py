@@ -6,7 +6,8 @@ The view is not rebuilt while it waits: the store's stamp of the job (its runs' 
 times, its bisection's and narrowing's rows; tvmrepro/store.py `job_stamp`, one cheap query)
 is read every WAIT_TICK_S, and the view only once that changes. A request that waits holds one
 of the API process's threads, so at most half of them wait at once: another asking to wait is
-answered at once, as a plain GET (its client then polls as it would without waiting).
+answered at once, as a plain GET (its client then polls as it would without waiting). An API
+process told to stop answers those that wait at once.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from tvmrepro.models import JobView
 
 MAX_WAIT_S = 30  # under the API's request timeout (service/server.py)
 WAIT_TICK_S = 0.02
+# Set when the API process is told to stop (service/server.py): what waits answers now, so a
+# graceful stop does not wait for the long-polls' ends.
+STOPPING = threading.Event()
 
 
 def view_etag(view: JobView) -> str:
@@ -48,8 +52,7 @@ class JobWaits:
             return view
         try:
             deadline = time.monotonic() + wait_s
-            while time.monotonic() < deadline:
-                time.sleep(WAIT_TICK_S)
+            while time.monotonic() < deadline and not STOPPING.wait(WAIT_TICK_S):
                 now = stamp_of()
                 if now == stamp:
                     continue

@@ -155,5 +155,19 @@ def test_a_long_poll_answers_when_the_job_changes_and_waits_while_it_does_not(
         # A bad wait names the parameter.
         bad = stack.http.get(path, params={"wait": "forever"})
         assert bad.status_code == 400 and "wait" in bad.json()["error"]["message"], bad.text
+        # A clean stop of the API does not wait for the long-polls' ends: they answer at once.
+        slow = stack.submit({"kind": "run", "case": fake_sleep(60, "stop"),
+                             "environments": [NEW_ENV], "bypass_cache": True})["id"]
+        stack.wait_running(slow)
+        path = f"/api/v1/jobs/{slow}"
+        seen = stack.http.get(path).headers["ETag"]
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            waiting = pool.submit(long_poll, seen, 30)
+            time.sleep(0.5)
+            started = time.monotonic()
+            stack.stop(stack.api)
+            stopped = time.monotonic() - started
+            answer, _ = waiting.result(timeout=30)
+        assert answer.status_code == 304 and stopped < 10, stopped
     finally:
         stack.close()
