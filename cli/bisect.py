@@ -223,8 +223,8 @@ def follow_bisect(client: ApiClient, job: JobView, tick: Tick,
         left = found.progress.total - found.progress.done if found is not None else None
         last = left is not None and left <= 2
         if not last:
-            time.sleep(POLL_S)
-        job = client.job_after(job, last_poll_s if last else POLL_S)
+            time.sleep(POLL_S)  # the spacing: a service that cannot wait is then asked at once
+        job = client.job_after(job, last_poll_s if last else 0.0)
 
 
 def bisect_view(found: Bisection, title: str) -> Table:

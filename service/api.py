@@ -19,7 +19,7 @@ from werkzeug.exceptions import (
 from service.hosts import AllowedHosts
 from service.jobs import JobService
 from service.openapi import openapi_document
-from service.waiting import MAX_WAIT_S, view_etag
+from service.waiting import MAX_WAIT_S
 from tvmrepro.errors import BadInput, Forbidden, NotServed
 from tvmrepro.models import CANCEL_HEADER, ErrorBody, ErrorDetail, IRView
 from tvmrepro.report import render_report
@@ -149,17 +149,13 @@ def get_job(job_id: str) -> tuple[Response, int]:
     """A job with its runs and matrix, with its ETag. With ?wait=S (seconds) and the ETag last
     seen in If-None-Match: answered once the job differs from that, or after S seconds (304 if
     it did not change; service/waiting.py)."""
-    seen, jobs = request.headers.get("If-None-Match"), service()
-    job = jobs.waits.view_after(lambda: jobs.job(job_id), lambda: jobs.store.job_stamp(job_id),
-                                seen, _int_arg("wait", 0, 0, MAX_WAIT_S))
+    seen = request.headers.get("If-None-Match")
+    job = service().waits.view_after(job_id, seen, _int_arg("wait", 0, 0, MAX_WAIT_S))
     if job is None:
         return error(404, f"no job {job_id!r}")
-    etag = view_etag(job)
-    if etag == seen:
-        return Response(status=304, headers={"ETag": etag}), 304
-    response, status = answer(job)
-    response.headers["ETag"] = etag
-    return response, status
+    if job.etag == seen:
+        return Response(status=304, headers={"ETag": job.etag}), 304
+    return Response(job.body, mimetype="application/json", headers={"ETag": job.etag}), 200
 
 
 @api.get("/jobs/<job_id>/report.md")

@@ -96,7 +96,8 @@ class JobService:
                  catalog: Catalog | None = None) -> None:
         self.settings, self.store, self.celery = settings, store, celery
         self.catalog = catalog or default_catalog()
-        self.waits = JobWaits(settings.api_threads)  # long-polls (service/waiting.py)
+        # Long-polls of a job's view (service/waiting.py).
+        self.waits = JobWaits(self.job, store.job_stamp, settings.api_threads)
 
     @classmethod
     def open(cls, settings: Settings) -> JobService:

@@ -16,7 +16,7 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from tvmrepro.lifecycle import JobKind
 from tvmrepro.models import JobView
@@ -28,37 +28,51 @@ WAIT_TICK_S = 0.02
 STOPPING = threading.Event()
 
 
-def view_etag(view: JobView) -> str:
-    """The view's entity tag: equal for equal views."""
-    return '"' + hashlib.sha256(view.model_dump_json().encode()).hexdigest()[:32] + '"'
+class Shown(NamedTuple):
+    """A job's view as answered: the view, its JSON (serialized once) and its ETag."""
+
+    view: JobView
+    body: str
+    etag: str
+
+
+def shown(view: JobView) -> Shown:
+    """The view with its JSON and its entity tag (equal for equal views)."""
+    body = view.model_dump_json()
+    return Shown(view, body, '"' + hashlib.sha256(body.encode()).hexdigest()[:32] + '"')
 
 
 class JobWaits:
     """The long-polls of one API process: how many may wait at once, and the wait itself."""
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, view_of: Callable[[str], JobView | None],
+                 stamp_of: Callable[[str], Any], threads: int) -> None:
+        self.view_of, self.stamp_of = view_of, stamp_of
         self.slots = threading.BoundedSemaphore(max(1, threads // 2))
 
-    def view_after(self, view_of: Callable[[], JobView | None], stamp_of: Callable[[], Any],
-                   seen: str | None, wait_s: float) -> JobView | None:
+    def _shown(self, job_id: str) -> Shown | None:
+        view = self.view_of(job_id)
+        return shown(view) if view is not None else None
+
+    def view_after(self, job_id: str, seen: str | None, wait_s: float) -> Shown | None:
         """The job's view once its ETag is not `seen`, or at the end of `wait_s` seconds (at
         once: no `seen`, no wait, a finished job, a triage or sweep, or no thread free to
         wait); None when there is no such job."""
-        stamp = stamp_of() if seen and wait_s > 0 else None
-        view = view_of()
-        if (view is None or stamp is None or view_etag(view) != seen or view.status.finished
-                or view.kind in (JobKind.TRIAGE, JobKind.SWEEP)
+        stamp = self.stamp_of(job_id) if seen and wait_s > 0 else None
+        now = self._shown(job_id)
+        if (now is None or stamp is None or now.etag != seen or now.view.status.finished
+                or now.view.kind in (JobKind.TRIAGE, JobKind.SWEEP)
                 or not self.slots.acquire(blocking=False)):
-            return view
+            return now
         try:
             deadline = time.monotonic() + wait_s
             while time.monotonic() < deadline and not STOPPING.wait(WAIT_TICK_S):
-                now = stamp_of()
-                if now == stamp:
+                changed = self.stamp_of(job_id)
+                if changed == stamp:
                     continue
-                stamp, view = now, view_of()
-                if view is None or view_etag(view) != seen:
-                    return view
-            return view
+                stamp, now = changed, self._shown(job_id)
+                if now is None or now.etag != seen:
+                    return now
+            return now
         finally:
             self.slots.release()

@@ -38,7 +38,6 @@ CANCELLED = "cancelled: the best case so far"  # the job was cancelled while it 
 CHECK_BATCH = 8  # module edits tried per batch (a progress line each where none holds)
 MAX_SWEEPS = 3  # passes over one phase's candidates while they keep shrinking the module
 FIRST_DEPTH = candidates.FUNCTION_INDENT + candidates.STATEMENT_STEP  # a function body's level
-DEEPEST = 1 << 10  # deeper than any module's statements
 Progress = Callable[[ProgressEvent], None]
 
 
@@ -186,12 +185,12 @@ class Reducer(Judge):
         """Functions, then statements of the functions' bodies: the big cuts, made before the
         pass ddmin so that its runs are of the smaller module."""
         self.sweep("functions", candidates.drop_functions)
-        self._statements(FIRST_DEPTH, FIRST_DEPTH)
+        self._statements(FIRST_DEPTH, last=FIRST_DEPTH)
 
-    def _statements(self, first: int, last: int) -> None:
-        """Statements, level by level, from indent `first` to `last` (within the module)."""
+    def _statements(self, first: int, last: int | None = None) -> None:
+        """Statements, level by level, from indent `first` to `last` (default: the deepest)."""
         depth = first
-        while depth <= min(last, candidates.max_depth(self.state.source)):
+        while depth <= candidates.max_depth(self.state.source) and (last is None or depth <= last):
             self.sweep(f"statements@{depth}",
                        functools.partial(candidates.drop_statements, depth=depth))
             depth += candidates.STATEMENT_STEP
@@ -200,11 +199,11 @@ class Reducer(Judge):
         """After `first_cuts` and the passes: the deeper statements, PrimFunc bodies, bindings'
         values; functions and statements again; then symbolic shape variables made constants,
         then shapes."""
-        self._statements(FIRST_DEPTH + candidates.STATEMENT_STEP, DEEPEST)
+        self._statements(FIRST_DEPTH + candidates.STATEMENT_STEP)
         self.sweep("prim func bodies", candidates.empty_prim_funcs)
         self.sweep("bindings", candidates.zero_bindings)
         self.sweep("functions", candidates.drop_functions)
-        self._statements(FIRST_DEPTH, DEEPEST)
+        self._statements(FIRST_DEPTH)
         self.sweep("shape variables", candidates.concretize_shape_vars)
         self.sweep("shapes", candidates.shrink_shapes)
 

@@ -16,6 +16,7 @@ import pytest
 
 from tests.cli.test_cli_local import tvmrepro
 from tests.conftest import NEW_ENV, REPO
+from worker.reduction import BUDGET_SPENT, CANCELLED
 
 pytestmark = pytest.mark.tvm
 CASES = REPO / "tests" / "cases"
@@ -41,8 +42,6 @@ FOUNDING_STEPS = ["reference: error at vm_init",
                   "shape extent 32 -> 1: 16 -> 16 lines",
                   "shape extent 16 -> 1: 16 -> 16 lines",
                   "shape extent 8 -> 1: 16 -> 16 lines"]
-BUDGET_SPENT = "time budget spent: the best case so far"
-CANCELLED = "cancelled: the best case so far"
 
 
 def cli_json(*args: str, home: Path) -> dict[str, Any]:

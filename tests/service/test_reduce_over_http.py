@@ -21,7 +21,7 @@ from tests.cli.test_extract_reduce import PASSES_STEP, founding_steps
 from tests.conftest import NEW_ENV, OLD_ENV, REPO
 from tests.service.stack import Stack, dump
 from tvmrepro.narrowing_jobs import narrowing
-from worker.reduction import source_lines
+from worker.reduction import CANCELLED, source_lines
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(900)]
 ONE_BACKEND = pytest.mark.parametrize("backend", ["redis+postgres"], indirect=True)
@@ -253,7 +253,7 @@ def test_the_page_reduces_a_failing_cell_and_shows_a_reduction(
         cancelled = stack.http.get(f"/api/v1/jobs/{reduce_id}").json()["reduce"]
         assert cancelled["state"] == "failed" or (
             cancelled["state"] == "done" and not cancelled["finished"]
-            and cancelled["log"][-1] == "cancelled: the best case so far"), cancelled
+            and cancelled["log"][-1] == CANCELLED), cancelled
         # A finished reduction: the sizes before and after, and the reduced module.
         done = stack.wait(stack.submit({"kind": "reduce", "case": founding_case,
                                         "environments": [NEW_ENV], "variant": "fusetir-once",

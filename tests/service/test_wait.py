@@ -122,7 +122,7 @@ def test_a_long_poll_answers_when_the_job_changes_and_waits_while_it_does_not(
         etag = running.headers["ETag"]
         assert running.json()["status"] == "running" and stack.http.get(path).headers["ETag"] == etag
 
-        def long_poll(seen: str, wait_s: int) -> tuple[httpx.Response, float]:
+        def long_poll(seen: str, wait_s: int, path: str = path) -> tuple[httpx.Response, float]:
             started = time.monotonic()
             answer = stack.http.get(path, params={"wait": wait_s},
                                     headers={"If-None-Match": seen})
@@ -159,10 +159,10 @@ def test_a_long_poll_answers_when_the_job_changes_and_waits_while_it_does_not(
         slow = stack.submit({"kind": "run", "case": fake_sleep(60, "stop"),
                              "environments": [NEW_ENV], "bypass_cache": True})["id"]
         stack.wait_running(slow)
-        path = f"/api/v1/jobs/{slow}"
-        seen = stack.http.get(path).headers["ETag"]
+        slow_path = f"/api/v1/jobs/{slow}"
+        seen = stack.http.get(slow_path).headers["ETag"]
         with ThreadPoolExecutor(max_workers=1) as pool:
-            waiting = pool.submit(long_poll, seen, 30)
+            waiting = pool.submit(long_poll, seen, 30, slow_path)
             time.sleep(0.5)
             started = time.monotonic()
             stack.stop(stack.api)
