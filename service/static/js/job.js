@@ -11,7 +11,7 @@ const base = `/api/v1/jobs/${encodeURIComponent(jobId)}`;
 const POLL_MS = 1000;
 const MAX_POLL_MS = 5000; // a job that waits long (no worker yet) is asked less often
 const WAIT_S = 20; // how long one request for the job's next change waits
-const state = { job: null, etag: null, ticked: [], opened: null, poll: POLL_MS };
+const state = { job: null, etag: null, ticked: [], opened: null, poll: POLL_MS, matrixShown: null };
 
 function finished(job) {
   return (job.status === "done" || job.status === "failed") && (!job.bisect || job.bisect.finished);
@@ -46,6 +46,11 @@ function matrixCell(cell, groups) {
 }
 
 function renderMatrix(matrix) {
+  // Rebuilt only when a cell or group changed: a view that brings only comparisons or a
+  // bisection must not swap the cells under a pointer that is about to click one.
+  const shown = JSON.stringify([matrix.environments, matrix.variants, matrix.cells, matrix.groups]);
+  if (shown === state.matrixShown) return;
+  state.matrixShown = shown;
   const groups = groupIndex(matrix);
   fill($("matrix"),
     el("thead", {}, el("tr", {}, el("th", {}, "variant \u2193 / environment \u2192"),
