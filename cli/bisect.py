@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -210,10 +209,10 @@ def bisect_on_up(case: Case, options: Options, runtime_name: str, tick: Tick, as
 def follow_bisect(client: ApiClient, job: JobView, tick: Tick,
                   last_poll_s: float = POLL_S) -> Bisection | None:
     """Follow a bisect job (long-poll) until it is finished, telling `tick` its progress; its
-    bisect object (None: the service gave none). While more than two probes are left it is
-    asked at most every POLL_S (each answer is a whole bisection to build, send and read, on the
-    cores the probes run on); then at once, and where the service cannot wait, every
-    `last_poll_s` (a local `up`: closer behind its end)."""
+    bisect object (None: the service gave none). While more than two probes are left, a change
+    is answered at most every POLL_S (each answer is a whole bisection to build, send and read,
+    on the cores the probes run on), its end at once; then every change at once, and where the
+    service cannot wait, it is asked every `last_poll_s` (a local `up`: closer behind its end)."""
     while True:
         found = job.bisect
         if found is not None:
@@ -222,9 +221,7 @@ def follow_bisect(client: ApiClient, job: JobView, tick: Tick,
             return found
         left = found.progress.total - found.progress.done if found is not None else None
         last = left is not None and left <= 2
-        if not last:
-            time.sleep(POLL_S)  # the spacing: a service that cannot wait is then asked at once
-        job = client.job_after(job, last_poll_s if last else 0.0)
+        job = client.job_after(job, last_poll_s if last else POLL_S, 0.0 if last else POLL_S)
 
 
 def bisect_view(found: Bisection, title: str) -> Table:

@@ -216,10 +216,11 @@ class ApiClient:
         self.seen[job.id] = (response.headers.get("ETag"), job)
         return job
 
-    def job_after(self, job: JobView, poll_s: float = POLL_S) -> JobView:
+    def job_after(self, job: JobView, poll_s: float = POLL_S, every_s: float = 0.0) -> JobView:
         """The job once it differs from `job` (the last view of it this client got): asked of
-        the service as a long-poll (service/waiting.py), which answers when it changes; a
-        service that cannot wait now (or does not: no ETag) is asked again after `poll_s`."""
+        the service as a long-poll (service/waiting.py), which answers when it changes (no
+        sooner than `every_s` after asking, unless all its runs ended); a service that cannot
+        wait now (or does not: no ETag) is asked again after `poll_s`."""
         path = f"/api/v1/jobs/{job.id}"
         etag, last = self.seen.get(job.id, (None, None))
         if last is not job:  # not read by this client since (a submission's answer): read now
@@ -228,8 +229,10 @@ class ApiClient:
             time.sleep(poll_s)
             return self.job(job.id)
         started = time.monotonic()
-        response = self._send("GET", path, params={"wait": LONG_POLL_S},
-                              headers={"If-None-Match": etag})
+        params: dict[str, float] = {"wait": LONG_POLL_S}
+        if every_s:
+            params["every"] = every_s
+        response = self._send("GET", path, params=params, headers={"If-None-Match": etag})
         if response.status_code != 304:
             return self._job_view(response, path)
         if time.monotonic() - started < LONG_POLL_S / 2:  # it did not wait: no thread free

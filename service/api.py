@@ -144,13 +144,26 @@ def _int_arg(name: str, default: int, low: int, high: int) -> int:
     return int(text)
 
 
+def _seconds_arg(name: str, high: float) -> float:
+    text = request.args.get(name, "0")
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= high:  # also NaN
+        raise BadInput(name, f"must be a number of seconds from 0 to {high:g}, got {text!r}")
+    return seconds
+
+
 @api.get("/jobs/<job_id>")
 def get_job(job_id: str) -> tuple[Response, int]:
     """A job with its runs and matrix, with its ETag. With ?wait=S (seconds) and the ETag last
     seen in If-None-Match: answered once the job differs from that, or after S seconds (304 if
-    it did not change; service/waiting.py)."""
+    it did not change); with &every=E, a change comes no sooner than E seconds after the
+    request unless every run has ended (service/waiting.py)."""
     seen = request.headers.get("If-None-Match")
-    job = service().waits.view_after(job_id, seen, _int_arg("wait", 0, 0, MAX_WAIT_S))
+    job = service().waits.view_after(job_id, seen, _int_arg("wait", 0, 0, MAX_WAIT_S),
+                                     _seconds_arg("every", MAX_WAIT_S))
     if job is None:
         return error(404, f"no job {job_id!r}")
     if job.etag == seen:

@@ -4,7 +4,10 @@ client follows a job without polling it: the CLI while it waits, the job page wh
 
 The view is not rebuilt while it waits: the store's stamp of the job (its runs' states and
 times, its bisection's and narrowing's rows; tvmrepro/store.py `job_stamp`, one cheap query)
-is read every WAIT_TICK_S, and the view only once that changes. A request that waits holds one
+is read every WAIT_TICK_S, and the view only once that changes. A client to which every answer
+is costly (a bisection's whole view, built and sent on the cores its probes run on) asks with
+`every=S`: a change is then answered no sooner than S seconds after the request came, unless
+every run of the job has ended (its end is never answered late). A request that waits holds one
 of the API process's threads, so at most half of them wait at once: another asking to wait is
 answered at once, as a plain GET (its client then polls as it would without waiting). An API
 process told to stop answers those that wait at once.
@@ -16,10 +19,11 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from tvmrepro.lifecycle import JobKind
 from tvmrepro.models import JobView
+from tvmrepro.store import JobStamp
 
 MAX_WAIT_S = 30  # under the API's request timeout (service/server.py)
 WAIT_TICK_S = 0.02
@@ -46,7 +50,7 @@ class JobWaits:
     """The long-polls of one API process: how many may wait at once, and the wait itself."""
 
     def __init__(self, view_of: Callable[[str], JobView | None],
-                 stamp_of: Callable[[str], Any], threads: int) -> None:
+                 stamp_of: Callable[[str], JobStamp], threads: int) -> None:
         self.view_of, self.stamp_of = view_of, stamp_of
         self.slots = threading.BoundedSemaphore(max(1, threads // 2))
 
@@ -54,10 +58,12 @@ class JobWaits:
         view = self.view_of(job_id)
         return shown(view) if view is not None else None
 
-    def view_after(self, job_id: str, seen: str | None, wait_s: float) -> Shown | None:
-        """The job's view once its ETag is not `seen`, or at the end of `wait_s` seconds (at
-        once: no `seen`, no wait, a finished job, a triage or sweep, or no thread free to
-        wait); None when there is no such job."""
+    def view_after(self, job_id: str, seen: str | None, wait_s: float,
+                   every_s: float = 0.0) -> Shown | None:
+        """The job's view once its ETag is not `seen` (a change before `every_s` seconds is
+        answered then, unless all its runs ended), or at the end of `wait_s` seconds (at once:
+        no `seen`, no wait, a finished job, a triage or sweep, or no thread free to wait); None
+        when there is no such job."""
         stamp = self.stamp_of(job_id) if seen and wait_s > 0 else None
         now = self._shown(job_id)
         if (now is None or stamp is None or now.etag != seen or now.view.status.finished
@@ -65,10 +71,12 @@ class JobWaits:
                 or not self.slots.acquire(blocking=False)):
             return now
         try:
-            deadline = time.monotonic() + wait_s
+            started = time.monotonic()
+            deadline, not_before = started + wait_s, started + every_s
             while time.monotonic() < deadline and not STOPPING.wait(WAIT_TICK_S):
                 changed = self.stamp_of(job_id)
-                if changed == stamp:
+                if changed == stamp or (time.monotonic() < not_before
+                                        and not changed.runs_ended):
                     continue
                 stamp, now = changed, self._shown(job_id)
                 if now is None or now.etag != seen:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from pydantic import BaseModel
@@ -29,6 +29,18 @@ from tvmrepro.store_workers import WorkerRegistry
 
 # A finished job's comparisons and symbol traces, as made by the job layer (tvmrepro.settling).
 Compared = tuple[Sequence[BaseModel], Sequence[BaseModel]]
+
+
+class JobStamp(NamedTuple):
+    """Store.job_stamp: equal while the job's view cannot have changed."""
+
+    runs: tuple[tuple[Any, ...], ...]  # (state, deliveries, claimed_at, finished_at, result_id)
+    rows: tuple[tuple[Any, ...] | None, ...]  # its comparisons', bisection's, narrowing's rows
+
+    @property
+    def runs_ended(self) -> bool:
+        """Every run of the job has its result (its view is final, or about to be)."""
+        return all(run[0] == RunState.DONE.value for run in self.runs)
 
 
 class QueueFull(ReproError):
@@ -195,22 +207,23 @@ class Store(WorkerRegistry, BisectionRows, KnownIssueRows, TriageRows):
         return JobRow.model_validate({**dict(row), "runs": runs, "comparisons": comparisons,
                                       "symbols": symbols})
 
-    def job_stamp(self, job_id: str) -> tuple[Any, ...]:
+    def job_stamp(self, job_id: str) -> JobStamp:
         """What changes whenever a run, bisect or narrowing job's view may: its runs' states,
         deliveries and times, its comparisons and its bisection's and narrowing's rows (cheap:
         a long-poll asks it many times a second; a triage's parts are not covered)."""
         runs = t.runs.c
         with self.engine.connect() as conn:
-            stamp: list[tuple[Any, ...] | None] = [tuple(r) for r in conn.execute(
+            run_rows = tuple(tuple(r) for r in conn.execute(
                 sa.select(runs.state, runs.deliveries, runs.claimed_at, runs.finished_at,
-                          runs.result_id).where(runs.job_id == job_id).order_by(runs.ordinal))]
+                          runs.result_id).where(runs.job_id == job_id).order_by(runs.ordinal)))
+            rows: list[tuple[Any, ...] | None] = []
             for columns in ((t.comparisons.c.runs, t.comparisons.c.created_at),
                             (t.bisections.c.seen, t.bisections.c.updated_at),
                             (t.narrowings.c.updated_at,)):
                 row = conn.execute(sa.select(*columns).where(
                     columns[0].table.c.job_id == job_id)).first()
-                stamp.append(tuple(row) if row is not None else None)
-        return tuple(stamp)
+                rows.append(tuple(row) if row is not None else None)
+        return JobStamp(run_rows, tuple(rows))
 
     def job_page(self, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
         """Jobs newest first (id, kind, title, created_at, runs, done), and how many there are.

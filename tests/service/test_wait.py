@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -171,3 +172,36 @@ def test_a_long_poll_answers_when_the_job_changes_and_waits_while_it_does_not(
         assert answer.status_code == 304 and stopped < 10, stopped
     finally:
         stack.close()
+
+
+def test_a_paced_long_poll_holds_a_change_until_its_time_but_never_the_end(
+        fake_stack: Stack, founding_case: dict[str, Any]) -> None:
+    # Two runs: fusetir-once ends after 1 s, fusetir-twice after 5 s.
+    directives = "".join(f"{DIRECTIVE} {json.dumps(d)}\n" for d in (
+        {"variant": "fusetir-once", "sleep": 1}, {"variant": "fusetir-twice", "sleep": 5}))
+    case = {**founding_case, "source": directives + founding_case["source"]}
+    job_id = fake_stack.submit({"kind": "run", "case": case, "environments": [NEW_ENV],
+                                "bypass_cache": True})["id"]
+    path = f"/api/v1/jobs/{job_id}"
+    fake_stack.wait_running(job_id)
+    seen = fake_stack.http.get(path)
+
+    def paced(etag: str, every_s: float) -> tuple[httpx.Response, float]:
+        started = time.monotonic()
+        answer = fake_stack.http.get(path, params={"wait": 20, "every": every_s},
+                                     headers={"If-None-Match": etag})
+        return answer, time.monotonic() - started
+
+    # The job changes within a second (a run ends, the other starts): answered at 3 s, not
+    # before, with what it is then, one run still running.
+    held, waited = paced(seen.headers["ETag"], 3)
+    assert held.status_code == 200 and 3.0 <= waited < 4.5, waited
+    assert {r["state"] for r in held.json()["runs"]} == {"done", "running"}, held.text
+    # Its last run's end comes at once, however long the pace asked.
+    ended, waited = paced(held.headers["ETag"], 20)
+    assert ended.status_code == 200 and waited < 10, waited
+    assert {r["state"] for r in ended.json()["runs"]} == {"done"}, ended.text
+    # A bad pace names the parameter.
+    for bad in ("-1", "soon", "nan", "31"):
+        answer = fake_stack.http.get(path, params={"wait": 1, "every": bad})
+        assert answer.status_code == 400 and "every" in answer.json()["error"]["message"], bad
