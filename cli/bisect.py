@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -119,9 +120,17 @@ def history_when_needed(flag: str | None) -> HistoryGetter:
         named = chosen_history(flag)
         return lambda: named
     reading = ThreadPoolExecutor(max_workers=1)
-    read = reading.submit(chosen_history, None)
+    read = reading.submit(_history_aside)
     reading.shutdown(wait=False)
     return read.result
+
+
+def _history_aside() -> History | None:
+    """The default history, read at the lowest priority (this thread only, on Linux): the
+    probes' sandboxes on these cores come first, and it is read in their gaps or at their end."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    return chosen_history(None)
 
 
 def chosen_history(flag: str | None) -> History | None:
