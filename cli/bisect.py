@@ -229,8 +229,8 @@ def follow_bisect(client: ApiClient, job: JobView, tick: Tick,
         if job.status.finished:
             return found
         left = found.progress.total - found.progress.done if found is not None else None
-        last = left is not None and left <= 2
-        job = client.job_after(job, last_poll_s if last else POLL_S, 0.0 if last else POLL_S)
+        poll_s, every_s = (last_poll_s, 0.0) if left is not None and left <= 2 else (POLL_S, POLL_S)
+        job = client.job_after(job, poll_s, every_s)
 
 
 def bisect_view(found: Bisection, title: str) -> Table:

@@ -72,15 +72,16 @@ class JobWaits:
             return now
         try:
             started = time.monotonic()
-            deadline, not_before = started + wait_s, started + every_s
-            while time.monotonic() < deadline and not STOPPING.wait(WAIT_TICK_S):
-                changed = self.stamp_of(job_id)
-                if changed == stamp or (time.monotonic() < not_before
-                                        and not changed.runs_ended):
-                    continue
-                stamp, now = changed, self._shown(job_id)
-                if now is None or now.etag != seen:
-                    return now
+            # A pace longer than the wait ends with it: a change seen by then is answered.
+            deadline, not_before = started + wait_s, started + min(every_s, wait_s)
+            while not STOPPING.wait(WAIT_TICK_S):
+                ticked, changed = time.monotonic(), self.stamp_of(job_id)
+                if changed != stamp and (ticked >= not_before or changed.runs_ended):
+                    stamp, now = changed, self._shown(job_id)
+                    if now is None or now.etag != seen:
+                        return now
+                if ticked >= deadline:
+                    break
             return now
         finally:
             self.slots.release()
