@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 from bench.bisect_service import time_bisect  # noqa: E402
 from bench.bisect_vs_bare import cpu_bench  # noqa: E402
 from bench.service_vs_bare import CASE, TABLE_HEADER, Service, summary, time_bare  # noqa: E402
-from worker.provision import env_python  # noqa: E402
+from worker.environments.provision import env_python  # noqa: E402
 
 
 def time_command(service: Service, variant: str) -> tuple[float, dict[str, Any]]:

@@ -42,7 +42,7 @@ from bench.service_vs_bare import (  # noqa: E402
     summary,
     time_bare,
 )
-from worker.provision import env_python  # noqa: E402
+from worker.environments.provision import env_python  # noqa: E402
 
 WARM_UP_MAX = 6  # bisections at most before every probe of one is warm
 WARM_WAIT_S = 600.0  # for every pool process to have a sandbox per environment

@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 from bench.service_vs_bare import CASE, TABLE_HEADER, bare_script, summary, time_bare  # noqa: E402
 from tvmrepro.environments import Environment, default_catalog  # noqa: E402
 from tvmrepro.settings import Settings  # noqa: E402
-from worker.provision import env_python, provision  # noqa: E402
+from worker.environments.provision import env_python, provision  # noqa: E402
 
 
 def children_cpu() -> float:

@@ -28,9 +28,9 @@ from service.app import create_app  # noqa: E402
 from service.jobs import JobService  # noqa: E402
 from tvmrepro.cases import parse_case  # noqa: E402
 from tvmrepro.environments import default_catalog  # noqa: E402
+from tvmrepro.jobs.settling import finish_run  # noqa: E402
 from tvmrepro.settings import Settings  # noqa: E402
-from tvmrepro.settling import finish_run  # noqa: E402
-from worker.provision import provision  # noqa: E402
+from worker.environments.provision import provision  # noqa: E402
 from worker.runner import run_variant, storable  # noqa: E402
 from worker.runtimes import make_runtime  # noqa: E402
 

@@ -33,7 +33,7 @@ from bench.service_vs_bare import CASE  # noqa: E402
 from tvmrepro.cases import parse_case  # noqa: E402
 from tvmrepro.environments import Environment, default_catalog  # noqa: E402
 from tvmrepro.settings import Settings  # noqa: E402
-from worker.images import build_environment_image, fill_wheelhouse  # noqa: E402
+from worker.environments.images import build_environment_image, fill_wheelhouse  # noqa: E402
 from worker.runner import run_variant  # noqa: E402
 from worker.runtimes.base import Limits  # noqa: E402
 from worker.runtimes.docker import DockerRuntime, connect  # noqa: E402
@@ -70,9 +70,9 @@ def engine(settings: Settings, env: Environment) -> Iterator[Settings]:
 def time_run(runtime: DockerRuntime, env: Environment, variant: str, warm: bool) -> float:
     """Seconds for one run of the case through `runtime` (after its warm container is up)."""
     if warm:
-        assert runtime.pool is not None
+        assert runtime.warm.pool is not None
         key, deadline = (env.id, Limits.pooled(runtime.settings)), time.monotonic() + WARM_WAIT_S
-        while runtime.pool.count(key) < 1:
+        while runtime.warm.pool.count(key) < 1:
             if time.monotonic() > deadline:
                 raise SystemExit("no warm container came up")
             time.sleep(0.05)
@@ -100,7 +100,7 @@ def measure(settings: Settings, env: Environment, variant: str, repeat: int) -> 
         finally:
             # The last run's replacement is let finish first: the engine stops right after.
             deadline = time.monotonic() + WARM_WAIT_S
-            while warm.pool is not None and any(warm.pool.starting.values()) \
+            while warm.warm.pool is not None and any(warm.warm.pool.starting.values()) \
                     and time.monotonic() < deadline:
                 time.sleep(0.1)
             warm.close()

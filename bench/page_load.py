@@ -28,7 +28,7 @@ from bench.service_vs_bare import CASE, Service  # noqa: E402
 from tests.service.browser import load_ms, start_browser, wait_for  # noqa: E402
 from tvmrepro.environments import default_catalog  # noqa: E402
 from tvmrepro.settings import Settings  # noqa: E402
-from worker.provision import provision  # noqa: E402
+from worker.environments.provision import provision  # noqa: E402
 
 BUDGET_MS = 1000.0  # what the page tests once asserted for the best of five loads
 

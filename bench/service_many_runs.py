@@ -53,7 +53,7 @@ from bench.service_vs_bare import (  # noqa: E402
 from tvmrepro.environments import default_catalog  # noqa: E402
 from tvmrepro.settings import Settings  # noqa: E402
 from tvmrepro.store import Store  # noqa: E402
-from worker.provision import env_python, provision  # noqa: E402
+from worker.environments.provision import env_python, provision  # noqa: E402
 
 VARIANT = "fusetir-once"
 

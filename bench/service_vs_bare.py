@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO))
 
 from tvmrepro.environments import default_catalog  # noqa: E402
 from tvmrepro.settings import Settings  # noqa: E402
-from worker.provision import env_python, provision  # noqa: E402
+from worker.environments.provision import env_python, provision  # noqa: E402
 
 CASE = REPO / "tests" / "cases" / "tvm-17357" / "case.json"
 BENCH_REDIS_URL = os.environ.get("TVMREPRO_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")

@@ -37,9 +37,9 @@ import redis  # noqa: E402
 
 from bench.service_vs_bare import BENCH_REDIS_URL, Service  # noqa: E402
 from tvmrepro.environments import Environment, default_catalog  # noqa: E402
+from tvmrepro.jobs.tracker.importing import ImportedReport, import_file  # noqa: E402
 from tvmrepro.settings import Settings  # noqa: E402
-from tvmrepro.tracker.importing import ImportedReport, import_file  # noqa: E402
-from worker.provision import env_python, provision  # noqa: E402
+from worker.environments.provision import env_python, provision  # noqa: E402
 
 CORPUS = REPO / "tests" / "tracker" / "corpus" / "issues.json"
 ENVIRONMENTS = ("tvm-0.25.0-cpu", "tvm-0.26.0-cpu", "tvm-0.27.0.post1-cpu")

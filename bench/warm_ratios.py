@@ -51,7 +51,7 @@ from bench.service_vs_bare import (  # noqa: E402
 )
 from tvmrepro.environments import default_catalog  # noqa: E402
 from tvmrepro.settings import Settings  # noqa: E402
-from worker.provision import env_python, provision  # noqa: E402
+from worker.environments.provision import env_python, provision  # noqa: E402
 
 BURST = 20
 HITS_PER_ROUND = 5

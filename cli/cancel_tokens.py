@@ -11,8 +11,8 @@ import re
 from pathlib import Path
 
 from cli.output import error_console
+from tvmrepro.api.views import JobView
 from tvmrepro.errors import BadInput
-from tvmrepro.models import JobView
 from tvmrepro.settings import Settings
 
 CANCEL_TOKENS = "cancel-tokens"  # under TVMREPRO_HOME: one file per job this machine submitted

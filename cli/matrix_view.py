@@ -8,8 +8,8 @@ from rich.console import Group
 from rich.table import Table
 
 from cli.output import STATUS_STYLE, plain, shown
+from tvmrepro.api.views import JobView
 from tvmrepro.escaping import visible_line
-from tvmrepro.models import JobView
 from tvmrepro.pass_numbers import FROM_ZERO, after_pass
 
 

@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Callable
 from functools import wraps
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -17,12 +17,7 @@ from rich.text import Text
 from tvmrepro.errors import BadInput, ReproError
 from tvmrepro.escaping import visible, visible_line
 
-if TYPE_CHECKING:
-    from tvmrepro.environments import Environment
-    from tvmrepro.settings import Settings
-    from worker.runtimes.base import Fingerprint, Runtime
-
-# The --server option of every command that talks to the service (cli.remote.find_service).
+# The --server option of every command that talks to the service (cli.discovery.find_service).
 SERVER_HELP = ("Service URL (default $TVMREPRO_SERVER, else the `tvmrepro up` on this "
                "TVMREPRO_HOME, else 127.0.0.1:$TVMREPRO_PORT, else 127.0.0.1:8000).")
 
@@ -88,16 +83,3 @@ def reports_errors(command: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(EXIT_FAILURE)
 
     return wrapper
-
-
-def fingerprints_announced(runtime: Runtime, settings: Settings,
-                           envs: list[Environment]) -> dict[str, Fingerprint]:
-    """Each environment's fingerprint from `runtime` (the local runtime provisions what is
-    missing first: say so, as it can take a minute, rather than be silent)."""
-    from worker.provision import read_fingerprint
-
-    missing = [env.id for env in envs if read_fingerprint(settings, env) is None]
-    if missing and runtime.name == "local":
-        error_console().print(f"provisioning {', '.join(missing)} (a download the first time, "
-                              "seconds from the package cache) ...", highlight=False)
-    return {env.id: runtime.fingerprint(env) for env in envs}

@@ -20,9 +20,10 @@ from service.hosts import AllowedHosts
 from service.jobs import JobService
 from service.openapi import openapi_document
 from service.waiting import MAX_WAIT_S
+from tvmrepro.api.requests import CANCEL_HEADER
+from tvmrepro.api.views import ErrorBody, ErrorDetail, IRView
 from tvmrepro.errors import BadInput, Forbidden, NotServed
-from tvmrepro.models import CANCEL_HEADER, ErrorBody, ErrorDetail, IRView
-from tvmrepro.report import render_report
+from tvmrepro.jobs.report import render_report
 from tvmrepro.store import QueueFull
 
 log = logging.getLogger(__name__)

@@ -5,13 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel
-from pydantic.json_schema import models_json_schema
+from pydantic import BaseModel, TypeAdapter
+from pydantic.json_schema import GenerateJsonSchema
 
 from service.web import PassNames
-from tvmrepro.cases import Case
-from tvmrepro.models import (
-    CANCEL_HEADER,
+from tvmrepro.api.requests import CANCEL_HEADER, JobRequest
+from tvmrepro.api.views import (
     Cancelled,
     Comparison,
     EnvironmentList,
@@ -19,10 +18,10 @@ from tvmrepro.models import (
     Health,
     IRView,
     JobList,
-    JobRequest,
     JobView,
     LogView,
 )
+from tvmrepro.cases import Case
 from tvmrepro.results import Result
 
 OPENAPI_VERSION = "3.1.0"
@@ -37,18 +36,20 @@ class Route:
     path: str
     summary: str
     responses: dict[int, type[BaseModel]]
-    request: type[BaseModel] | None = None
+    request: str | None = None  # the name of a schema of UNIONS (the request body)
     query: dict[str, str] = field(default_factory=dict)
     text: str | None = None  # a 200 that is text of this media type, not a model
     optional: tuple[str, ...] = ()  # query parameters that may be left out
     headers: dict[str, str] = field(default_factory=dict)  # required request headers
 
 
+# Request bodies that are a union of models, each shown as the schema of that name.
+UNIONS: dict[str, Any] = {"JobRequest": JobRequest}
 _JOB = "/api/v1/jobs/{job_id}"
 _RUN = _JOB + "/runs/{run_id}"
 ROUTES = (
     Route("post", "/api/v1/jobs", "Submit a job: run, bisect, reduce or extract a case",
-          request=JobRequest,
+          request="JobRequest",
           responses={202: JobView, 400: ErrorBody, 409: ErrorBody, 413: ErrorBody,
                      429: ErrorBody}),
     Route("get", "/api/v1/jobs", "Jobs, newest first, a page at a time",
@@ -106,7 +107,7 @@ def _operation(route: Route) -> dict[str, Any]:
         op["parameters"] = params
     if route.request is not None:
         op["requestBody"] = {"required": True, "content": {"application/json": {
-            "schema": {"$ref": REF.format(model=route.request.__name__)}}}}
+            "schema": {"$ref": REF.format(model=route.request)}}}}
     return op
 
 
@@ -115,14 +116,19 @@ def openapi_document() -> dict[str, Any]:
     models: set[type[BaseModel]] = {Case}
     for route in ROUTES:
         models.update(route.responses.values())
-        if route.request is not None:
-            models.add(route.request)
     ordered = sorted(models, key=lambda m: m.__name__)
-    _, schemas = models_json_schema([(m, "serialization") for m in ordered], ref_template=REF)
+    # Answers as they are written, request bodies as they are read; one set of schemas.
+    inputs: list[tuple[Any, Any, Any]] = [(m, "serialization", m.__pydantic_core_schema__)
+                                          for m in ordered]
+    inputs += [(name, "validation", TypeAdapter(union).core_schema)
+               for name, union in UNIONS.items()]
+    found, defined = GenerateJsonSchema(ref_template=REF).generate_definitions(inputs)
+    schemas: dict[str, Any] = {str(name): schema for name, schema in defined.items()}
+    schemas.update({name: found[(name, "validation")] for name in UNIONS})
     paths: dict[str, dict[str, Any]] = {}
     for route in ROUTES:
         paths.setdefault(route.path, {})[route.method] = _operation(route)
     return {"openapi": OPENAPI_VERSION,
             "info": {"title": "tvm-repro", "version": "1",
                      "description": "Run TVM bug reports on pinned TVM versions."},
-            "paths": paths, "components": {"schemas": schemas.get("$defs", {})}}
+            "paths": paths, "components": {"schemas": schemas}}

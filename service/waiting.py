@@ -3,7 +3,7 @@
 client follows a job without polling it: the CLI while it waits, the job page while it is open.
 
 The view is not rebuilt while it waits: the store's stamp of the job (its runs' states and
-times, its bisection's and narrowing's rows; tvmrepro/store.py `job_stamp`, one cheap query)
+times, its bisection's and narrowing's rows; tvmrepro/store/jobs.py `job_stamp`, one cheap query)
 is read every WAIT_TICK_S, and the view only once that changes. A client to which every answer
 is costly (a bisection's whole view, built and sent on the cores its probes run on) asks with
 `every=S`: a change is then answered no sooner than S seconds after the request came, unless
@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from tvmrepro.lifecycle import JobKind
-from tvmrepro.models import JobView
+from tvmrepro.api.views import JobView
+from tvmrepro.jobs.kinds import KINDS
 from tvmrepro.store import JobStamp
 
 MAX_WAIT_S = 30  # under the API's request timeout (service/server.py)
@@ -67,7 +67,7 @@ class JobWaits:
         stamp = self.stamp_of(job_id) if seen and wait_s > 0 else None
         now = self._shown(job_id)
         if (now is None or stamp is None or now.etag != seen or now.view.status.finished
-                or now.view.kind in (JobKind.TRIAGE, JobKind.SWEEP)
+                or KINDS[now.view.kind].parts
                 or not self.slots.acquire(blocking=False)):
             return now
         try:

@@ -15,7 +15,7 @@ from flask import Blueprint, Response, current_app, jsonify, make_response, rend
 from pydantic import BaseModel, Field
 
 from service.jobs import JobService
-from tvmrepro.lifecycle import JobKind
+from tvmrepro.jobs.kinds import KINDS
 
 web = Blueprint("web", __name__, template_folder="templates", static_folder="static",
                 static_url_path="/assets")
@@ -69,9 +69,7 @@ def job_page(job_id: str) -> Response:
     if job is None:
         return _page("missing.html", 404, job_id=job_id)
     # A triage's or sweep's page shows its answer; each part's runs are on its run job's page.
-    template = {JobKind.TRIAGE: "triage.html", JobKind.SWEEP: "sweep.html"}.get(
-        JobKind(job.kind), "job.html")
-    return _page(template, job_id=job_id, title=job.title or f"job {job_id}")
+    return _page(KINDS[job.kind].template, job_id=job_id, title=job.title or f"job {job_id}")
 
 
 @web.get("/api/v1/passes")

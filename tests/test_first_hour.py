@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import REPO, shared_case
+from tests.conftest import REPO, case_path
 from tests.service.stack import free_port
 from tvmrepro.environments import default_catalog
 from tvmrepro.settings import Settings
@@ -56,7 +56,7 @@ def test_make_up_in_a_fresh_clone_answers_on_every_release(tmp_path: Path,
             assert time.monotonic() < deadline, (tmp_path / "make-up.log").read_text()[-4000:]
             time.sleep(2)
         proc = subprocess.run([str(clone / ".venv" / "bin" / "tvmrepro"), "run",
-                               str(shared_case("tvm-17357/case.json")), "--server", url, "--json"],
+                               str(case_path("tvm-17357/case.json")), "--server", url, "--json"],
                               env=environ, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr
         job = json.loads(proc.stdout)["job"]

@@ -9,7 +9,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from tests.conftest import REPO
-from worker.images import SERVICE_BUILD_REQUIREMENTS, service_requirements
+from worker.environments.images import SERVICE_BUILD_REQUIREMENTS, service_requirements
 
 
 def pins(name: str) -> dict[str, str]:

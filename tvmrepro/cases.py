@@ -1,4 +1,4 @@
-"""The case a user submits (CONTRACT.md), validated at the edge with messages that name the field."""
+"""The case a user submits (docs/contract.md), validated at the edge with messages that name the field."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from tvmrepro.errors import BadInput, did_you_mean
 from tvmrepro.settings import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, MAX_MEMORY_MB, MAX_TIMEOUT_S
@@ -185,7 +186,11 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
 
 def bad_input(exc: ValidationError, default_field: str) -> BadInput:
     """The first validation error as BadInput naming its field, e.g. 'variants[1].passes[0]'."""
-    err = exc.errors()[0]
+    return error_input(exc.errors()[0], default_field)
+
+
+def error_input(err: ErrorDetails, default_field: str) -> BadInput:
+    """One validation error as BadInput naming its field (`default_field`: it names none)."""
     # pydantic puts validator and union-member names ("list[str]", "function-after[...]")
     # into the location; field names never hold a "[".
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import time
 
+from tvmrepro.jobs.settling import finish_run
 from tvmrepro.results import Result, Status
-from tvmrepro.rows import RunRow
 from tvmrepro.settings import variable_name
-from tvmrepro.settling import finish_run
 from tvmrepro.store import Store
+from tvmrepro.store.rows import RunRow
 
 
 def expired_result(run: RunRow, expiry_s: float) -> Result:

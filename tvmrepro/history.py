@@ -132,7 +132,7 @@ class Window:
         return f"{REPOSITORY_URL}/compare/{self.from_commit}...{self.to_commit}"
 
     def to_json(self, history: str) -> dict[str, Any]:
-        """The transition's `window` field (CONTRACT.md, "Commit windows and suspects")."""
+        """The transition's `window` field (docs/contract.md, "Commit windows and suspects")."""
         found: dict[str, Any] = {
             "from_commit": self.from_commit, "to_commit": self.to_commit,
             "commits": len(self.commits), "open_ended": self.open_ended,
@@ -178,7 +178,7 @@ def short_id(commit_id: str | None) -> str | None:
 
 
 def window(history: History, before: str | None, after: str | None) -> Window:
-    """The commits of the transition from `before`'s commit to `after`'s (CONTRACT.md)."""
+    """The commits of the transition from `before`'s commit to `after`'s (docs/contract.md)."""
     before_id, after_id = short_id(before), short_id(after)
     start = history.resolve(before_id) if before_id else None
     stop = history.resolve(after_id) if after_id else None

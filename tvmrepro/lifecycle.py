@@ -40,17 +40,6 @@ class RunState(str, Enum):
     DONE = "done"
 
 
-class JobKind(str, Enum):
-    """What a job does; each kind is submitted by its own handler (service/jobs.py)."""
-
-    RUN = "run"  # every variant on every environment
-    BISECT = "bisect"  # since when, fixed when (CONTRACT.md, "Bisection")
-    REDUCE = "reduce"  # the smallest case that still shows the bug ("Reduction")
-    EXTRACT = "extract"  # a script's failing step as a module-mode case ("Reduction")
-    TRIAGE = "triage"  # many reports at once: a run job per report ("Tracker")
-    SWEEP = "sweep"  # every stored case on a new release: a run job per case ("Tracker")
-
-
 class JobStatus(str, Enum):
     """A job's status, following from its runs."""
 
@@ -75,11 +64,13 @@ class Action(str, Enum):
 
 @dataclass(frozen=True)
 class Claim:
-    """A worker's claim on a run, with what it needs to run it."""
+    """A worker's claim on a run, with what it needs to run it and its job's kind (what is
+    done after it: tvmrepro.jobs.kinds)."""
 
     action: Action
     run_id: str
     job_id: str = ""
+    kind: str = ""  # its job's; "" for a run that is skipped
     case: dict[str, Any] | None = None
     variant: str = ""
     environment: str = ""

@@ -21,8 +21,8 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 from celery import Celery
 from kombu.transport import redis as redis_transport
@@ -230,6 +230,20 @@ def publish_run(app: Celery, run_id: str, env_id: str, timeout_s: int | None = N
     """Put one stored run on its environment's queue, in the lane of its time limit."""
     app.send_task(RUN_TASK, args=[run_id], queue=queue_name(env_id, timeout_s), retry=True,
                   retry_policy=PUBLISH_RETRY)
+
+
+class StoredRun(Protocol):
+    """What publishing a stored run needs of it (a RunRow)."""
+
+    id: str
+    environment: str
+    timeout_s: int
+
+
+def publish_runs(app: Celery, runs: Iterable[StoredRun]) -> None:
+    """`publish_run` for each of these runs."""
+    for run in runs:
+        publish_run(app, run.id, run.environment, run.timeout_s)
 
 
 def broker_ping(app: Celery, timeout_s: float = BROKER_PING_S) -> None:

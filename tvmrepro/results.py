@@ -1,4 +1,4 @@
-"""The result of one run (one case variant in one environment), as CONTRACT.md shapes it."""
+"""The result of one run (one case variant in one environment), as docs/contract.md shapes it."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ MAX_REQUEST_BYTES = 1 << 20
 MAX_QUEUED_RUNS = 500
 MAX_DELIVERIES = 3
 # Characters of IR that one job's runs may store in all (each run's own is capped too:
-# worker/runner.py); past it a run's IR is not stored, and a marker says so (tvmrepro.stored_ir).
+# worker/runner.py); past it a run's IR is not stored, and a marker says so (tvmrepro.jobs.stored_ir).
 JOB_IR_CAP = 256 << 20
 SANDBOX_PIDS = 256
 SANDBOX_CPUS = 2.0  # CPU quota of a Docker sandbox (cores)
@@ -86,7 +86,7 @@ class Settings(BaseModel):
                               validate_default=True)
 
     home: Path = DEFAULT_HOME
-    # TVMREPRO_SERVER; unset, a client finds the service itself (cli.remote.find_service).
+    # TVMREPRO_SERVER; unset, a client finds the service itself (cli.discovery.find_service).
     server: str | None = None
     redis_url: str | None = Field(default=None, validation_alias="REDIS_URL")
     redis_prefix: str = ""  # prepended to every Redis key: deployments can share one Redis

@@ -8,36 +8,17 @@ import socket
 import sys
 
 from tvmrepro.environments import Environment
-from tvmrepro.errors import RuntimeFault
 from tvmrepro.queue import make_celery, queue_names
 from tvmrepro.settings import Settings
-from tvmrepro.store import Store, open_store
-from worker.building import BuildImages, Builds, missing_images
-from worker.following import FollowProvisioned
-from worker.provision import read_fingerprint
+from tvmrepro.store import open_store
+from worker.environments.building import BuildImages, Builds, missing_images
+from worker.environments.fingerprints import prepare
+from worker.environments.following import FollowProvisioned
+from worker.environments.provision import read_fingerprint
 from worker.recovery import Recovery
 from worker.runtimes import make_runtime
-from worker.runtimes.base import Runtime
 
 log = logging.getLogger(__name__)
-# What the API needs of a fingerprint: pass names validate cases; the rest is shown.
-FINGERPRINT_FIELDS = ("version", "python", "libinfo", "passes", "commit")
-
-
-def prepare(runtime: Runtime, envs: list[Environment], store: Store) -> None:
-    """Record what each environment's TVM has (the local runtime provisions it first).
-
-    An environment the runtime cannot fingerprint (no image yet) is still served:
-    its runs end as infra_error naming the cause, and its pass names go unchecked.
-    A local environment that cannot be provisioned stops the worker (ProvisionError).
-    """
-    for env in envs:
-        try:
-            facts = runtime.fingerprint(env)
-        except RuntimeFault as exc:
-            log.warning("no fingerprint for %s (%s): its pass names go unchecked", env.id, exc)
-            continue
-        store.save_fingerprint(env.id, {k: facts.get(k) for k in FINGERPRINT_FIELDS})
 
 
 def provisioning_notice(settings: Settings, envs: list[Environment]) -> str | None:
@@ -55,9 +36,9 @@ def run_worker(settings: Settings, envs: list[Environment], concurrency: int | N
     """Serve `envs` until stopped (blocks); runs go through the configured runtime.
 
     `follow_provisioned`: also serve each CPU environment provisioned on this home while the
-    worker runs (worker.following; the local runtime only)."""
+    worker runs (worker.environments.following; the local runtime only)."""
     store = open_store(settings.store_url)
-    # Images the engine lacks are built once the worker runs (worker.building); their
+    # Images the engine lacks are built once the worker runs (worker.environments.building); their
     # environments are served meanwhile, and their queues consumed once the image is made.
     builds = Builds(missing_images(settings, envs))
     # One runtime (one engine connection, one container sweep) for all the environments;

@@ -14,33 +14,35 @@ Those are published again. A duplicate message is harmless: the task claims the
 run in the store first and drops it when it is done or held by a live process.
 Every sweep also ends the runs of any environment that have waited longer than
 `wait_expiry_s` (tvmrepro.expiry), and settles what a finisher that died left undone: the
-comparisons of a job whose last run it stored (tvmrepro.settling), the step of a bisection
-that has finished runs it never saw (worker.bisection). A read of a job never does these.
+comparisons of a job whose last run it stored (tvmrepro.jobs.settling), the step of a bisection
+that has finished runs it never saw (tvmrepro.jobs.bisect.steps). A read of a job never does these.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from typing import Any
 
 from celery import Celery, bootsteps
 
 from tvmrepro.expiry import expire_waiting
+from tvmrepro.jobs.bisect.steps import after_run
+from tvmrepro.jobs.settling import settle_finished
 from tvmrepro.lifecycle import RunState
 from tvmrepro.liveness import claimer_gone, process_token
 from tvmrepro.queue import (
     WORKER_LOST_WAIT_S,
     drop_finished_unacked,
     publish_run,
+    publish_runs,
     queue_length,
     queue_names,
 )
-from tvmrepro.rows import RunRow
 from tvmrepro.settings import Settings
-from tvmrepro.settling import settle_finished
 from tvmrepro.store import Store
-from worker.bisection import after_run
+from tvmrepro.store.rows import RunRow
 
 log = logging.getLogger(__name__)
 SETTLE_S = 2.0  # a message this young may be on its way to a worker: not yet missing
@@ -53,7 +55,7 @@ FINISHER_GRACE_S = 30.0
 
 def record_heartbeat(app: Celery, store: Store, environments: list[str]) -> None:
     """This worker is alive and serves `environments` (and builds what its builds say)."""
-    builds = app.conf.get("tvmrepro_builds")  # worker.building: images being made
+    builds = app.conf.get("tvmrepro_builds")  # worker.environments.building: images being made
     store.heartbeat(process_token(), environments, builds.steps() if builds is not None else None)
 
 
@@ -62,7 +64,7 @@ class Sweeper:
 
     def __init__(self, app: Celery, settings: Settings, environments: list[str]) -> None:
         # `environments` is the worker's own list: it grows when the worker serves an
-        # environment provisioned after it started (worker.following).
+        # environment provisioned after it started (worker.environments.following).
         self.app, self.settings, self.environments = app, settings, environments
         self.worker_id = process_token()
         self.gone_since: dict[str, float] = {}  # "run/claimer" -> when it was first seen dead
@@ -118,7 +120,8 @@ class Sweeper:
         settle_finished(self.store, self.settled_until, until)
         self.settled_until = until
         for job_id in self.store.stalled_bisections(until):
-            after_run(self.app, self.store, job_id)  # a step that fails is logged, not raised
+            # A step that fails is logged, not raised.
+            after_run(self.store, partial(publish_runs, self.app), job_id)
 
     def tick(self) -> None:
         """One sweep; a failure is logged and the next tick tries again."""

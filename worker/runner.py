@@ -86,7 +86,7 @@ def run_variant(case: Case, variant: str, env: Environment, runtime: Runtime,
 
 
 def oracle_view(result: Result) -> dict[str, Any]:
-    """A result as the oracles judge it (tvmrepro.oracles.judge): without its passes, its log
+    """A result as the oracles judge it (tvmrepro.jobs.oracles.judge): without its passes, its log
     as the text `regex:` reads."""
     view = result.model_dump(mode="json", exclude={"log", "passes"})
     view["log_text"] = f"{result.log.stdout}\n{result.log.stderr}"

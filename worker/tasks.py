@@ -10,7 +10,7 @@ infra_error naming the reason, not redelivered.
 
 Each worker process keeps warm sandboxes for the environments its worker serves
 (`prewarm`: from the moment the process starts when they fit in memory, see
-pool.warm_at_start; else each from its first run).
+worker/runtimes/warm.py; else each from its first run).
 """
 
 from __future__ import annotations
@@ -21,28 +21,27 @@ import os
 import threading
 import traceback
 from dataclasses import dataclass
+from functools import partial
 
-import sqlalchemy as sa
 from celery import Celery, Task, current_app, shared_task
 from celery.signals import worker_process_init, worker_process_shutdown
 
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import Environment, default_catalog
+from tvmrepro.jobs.kinds import KINDS
+from tvmrepro.jobs.narrow.steps import narrowing
+from tvmrepro.jobs.settling import finish_run
+from tvmrepro.jobs.stored_ir import within_job_ir_cap
 from tvmrepro.lifecycle import Action, Claim, RunState
 from tvmrepro.liveness import claimer_gone, process_token
-from tvmrepro.narrowing_jobs import narrowing
-from tvmrepro.queue import RUN_TASK, worker_concurrency
+from tvmrepro.queue import RUN_TASK, publish_runs, worker_concurrency
 from tvmrepro.results import Result, Status
 from tvmrepro.settings import Settings
-from tvmrepro.settling import finish_run
-from tvmrepro.store import Store
-from tvmrepro.stored_ir import within_job_ir_cap
-from worker.bisection import after_run
-from worker.narrowing import run_narrowing
+from tvmrepro.store import Store, StoreAway
+from worker.narrowing.run import run_narrowing
 from worker.runner import run_variant
 from worker.runtimes import make_runtime
 from worker.runtimes.base import Execution, Fingerprint, Runtime, SandboxJob
-from worker.triage import after_triage_run
 
 log = logging.getLogger(__name__)
 STORE_RETRIES = 5  # a store that is briefly away (restart, failover) is waited for
@@ -164,7 +163,8 @@ def execute(ctx: WorkerContext, claim: Claim) -> Result:
         env = default_catalog().get(claim.environment)
         case = parse_case(claim.case)
         runtime = Cancellable(ctx.runtime, ctx.store, claim)
-        narrowing_row = narrowing(ctx.store, claim.job_id)
+        narrowing_row = narrowing(ctx.store, claim.job_id) if KINDS[claim.kind].narrowing \
+            else None
         if narrowing_row is not None:  # a reduce or extract job's one run
             return run_narrowing(ctx.store, runtime, claim.run_id, claim.job_id, case, env,
                                  narrowing_row.options)
@@ -177,12 +177,12 @@ def execute(ctx: WorkerContext, claim: Claim) -> Result:
 
 
 def finish(ctx: WorkerContext, claim: Claim, result: Result) -> bool:
-    """Store the result (its IR within the job's cap: tvmrepro.stored_ir); one the store
+    """Store the result (its IR within the job's cap: tvmrepro.jobs.stored_ir); one the store
     refuses becomes the run's infra_error with the reason."""
     try:
         kept = within_job_ir_cap(ctx.store, claim.job_id, result, ctx.settings.job_ir_cap)
         return finish_run(ctx.store, claim.job_id, claim.run_id, kept)
-    except sa.exc.OperationalError:
+    except StoreAway:
         raise  # the store is away: retried by the task
     except Exception as exc:
         log.exception("the store refused the result of run %s", claim.run_id)
@@ -191,7 +191,7 @@ def finish(ctx: WorkerContext, claim: Claim, result: Result) -> bool:
                           infra_error(claim, "StoreError", reason))
 
 
-@shared_task(name=RUN_TASK, bind=True, autoretry_for=(sa.exc.OperationalError,),
+@shared_task(name=RUN_TASK, bind=True, autoretry_for=(StoreAway,),
              max_retries=STORE_RETRIES, retry_backoff=True, retry_jitter=False)
 def run(self: Task, run_id: str) -> str:
     """Claim, run and store one run; says what it did (run, skipped, duplicate)."""
@@ -202,6 +202,6 @@ def run(self: Task, run_id: str) -> str:
     if claim.action is Action.SKIP:
         return "skipped"
     stored = finish(ctx, claim, execute(ctx, claim))
-    after_run(self.app, ctx.store, claim.job_id)  # a bisect job's next step, if it is one
-    after_triage_run(ctx.store, claim.job_id)  # a finished triage's known issues, if it is one
+    # What the job's kind does after a run: a bisection's next step, a triage's known issues.
+    KINDS[claim.kind].after_run(ctx.store, partial(publish_runs, self.app), claim.job_id)
     return "stored" if stored else "duplicate"

@@ -3,32 +3,16 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.bisect_support import SKIP_RANGE, fixed_in_027, skip_in_the_middle
-from tests.conftest import HISTORY_INDEX, NEW_ENV, OLD_ENV, REPO, shared_case
+from tests.cli.command_line import bisect_json, tvmrepro
+from tests.conftest import HISTORY_INDEX, NEW_ENV, OLD_ENV, REPO, case_path
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(600)]
-
-
-def tvmrepro(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    """Run the installed command line with TVMREPRO_HOME set."""
-    cli = Path(sys.executable).parent / "tvmrepro"
-    return subprocess.run([str(cli), *args], capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "TVMREPRO_HOME": str(home)}, cwd=REPO)
-
-
-def bisect_json(case: Path, *args: str, home: Path) -> dict[str, Any]:
-    """`tvmrepro bisect CASE --local --json ARGS`, parsed."""
-    proc = tvmrepro("bisect", str(case), "--local", "--json", *args, home=home)
-    assert proc.returncode == 0, proc.stderr
-    found: dict[str, Any] = json.loads(proc.stdout)
-    return found
 
 
 def write_script(case: dict[str, Any], path: Path) -> Path:
@@ -38,7 +22,7 @@ def write_script(case: dict[str, Any], path: Path) -> Path:
 
 
 def test_the_founding_case_module_mode_with_the_signature_oracle(test_home: Path) -> None:
-    found = bisect_json(shared_case("tvm-17357/case.json"), "--variant", "fusetir-once",
+    found = bisect_json(case_path("tvm-17357/case.json"), "--variant", "fusetir-once",
                         "--env", OLD_ENV, "--env", NEW_ENV, "--oracle", "signature",
                         home=test_home)
     assert found["verdict"] == "unchanged"
@@ -70,7 +54,7 @@ def test_repeats_and_a_candidate_shown_in_the_table(test_home: Path, tmp_path: P
 
 
 def test_bad_options_exit_2_naming_the_flag(test_home: Path) -> None:
-    case = str(shared_case("tvm-17357/case.json"))
+    case = str(case_path("tvm-17357/case.json"))
     for args, flag in [((), "--variant"), (("--variant", "fusetir-once", "--oracle", "nope"),
                                             "--oracle"),
                        (("--variant", "fusetir-once", "--env", OLD_ENV), "--env"),
@@ -84,8 +68,8 @@ def test_bad_options_exit_2_naming_the_flag(test_home: Path) -> None:
 
 
 def test_a_fix_between_two_candidates_names_its_window_and_its_pr(test_home: Path) -> None:
-    """One bisection with a history (the shared commit index): the window of the two releases'
-    commits and the fix's PR first among its suspects (tests/cases/relax-max-0d-tensor)."""
+    """One bisection with a history (tests/history's commit index): the window of the two
+    releases' commits and the fix's PR first among its suspects (tests/cases/relax-max-0d-tensor)."""
     index = HISTORY_INDEX
     found = bisect_json(REPO / "tests/cases/relax-max-0d-tensor/case.json", "--env",
                         "tvm-0.25.0rc0-cpu", "--env", "tvm-0.25.0rc1-cpu", "--history",

@@ -4,33 +4,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import NEW_ENV, OLD_ENV, REPO, shared_case
+from tests.cli.command_line import run_json, tvmrepro
+from tests.conftest import MISSING_FUNCTION, NEW_ENV, OLD_ENV, case_path
 from tvmrepro.liveness import process_token
 
 pytestmark = pytest.mark.tvm
-MISSING_FUNCTION = "fused_relax_nn_attention_cutlass_gv"
-
-
-def tvmrepro(*args: str, home: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the installed command line with TVMREPRO_HOME set."""
-    cli = Path(sys.executable).parent / "tvmrepro"
-    return subprocess.run([str(cli), *args], capture_output=True, text=True, input=stdin,
-                          env={"PATH": "/usr/bin:/bin", "TVMREPRO_HOME": str(home)}, cwd=REPO)
-
-
-def run_json(case: Path, home: Path) -> list[dict[str, Any]]:
-    """`tvmrepro run CASE --local --env OLD --env NEW --json`, parsed."""
-    proc = tvmrepro("run", str(case), "--local", "--env", OLD_ENV, "--env", NEW_ENV, "--json",
-                    home=home)
-    assert proc.returncode == 0, proc.stderr
-    runs: list[dict[str, Any]] = json.loads(proc.stdout)["runs"]
-    return runs
 
 
 def cell(runs: list[dict[str, Any]], variant: str, env: str) -> dict[str, Any]:
@@ -80,7 +63,7 @@ def test_second_fusetir_turns_the_function_into_a_primfunc(module_runs: list[dic
 
 def test_report_script_unchanged_gives_the_same_bug(module_runs: list[dict],
                                                     test_home: Path) -> None:
-    runs = run_json(shared_case("tvm-17357/original.py"), test_home)
+    runs = run_json(case_path("tvm-17357/original.py"), test_home)
     for env in (OLD_ENV, NEW_ENV):
         run = cell(runs, "script", env)
         assert run["status"] == "error", run["log"]["stderr"][-2000:]
@@ -93,7 +76,7 @@ def test_report_script_unchanged_gives_the_same_bug(module_runs: list[dict],
 
 
 def test_table_output_names_status_and_stage(tvm_envs: dict, test_home: Path) -> None:
-    proc = tvmrepro("run", str(shared_case("tvm-17357/case.json")), "--local", "--env", OLD_ENV,
+    proc = tvmrepro("run", str(case_path("tvm-17357/case.json")), "--local", "--env", OLD_ENV,
                     "--variant", "fusetir-once", home=test_home)
     assert proc.returncode == 0, proc.stderr
     assert "fusetir-once" in proc.stdout and "vm_init" in proc.stdout and "error" in proc.stdout
@@ -143,7 +126,7 @@ def test_unknown_variant_and_missing_file_exit_2(tmp_path: Path, test_home: Path
 
 def test_run_local_uses_only_a_live_up_serving_its_environments_and_runtime(
         tmp_path: Path) -> None:
-    from cli.up import announced, warm_service
+    from cli.discovery import announced, warm_service
     from tvmrepro.environments import default_catalog
     from tvmrepro.settings import Settings
 
@@ -168,7 +151,7 @@ def test_run_local_uses_only_a_live_up_serving_its_environments_and_runtime(
 
 def test_run_local_hands_an_environment_provisioned_later_to_an_up_that_follows_them(
         tmp_path: Path, test_home: Path, tvm_envs: dict[str, Any]) -> None:
-    from cli.up import announced, warm_service
+    from cli.discovery import announced, warm_service
     from tvmrepro.environments import default_catalog
     from tvmrepro.settings import Settings
 

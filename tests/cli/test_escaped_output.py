@@ -27,8 +27,8 @@ from tests.conftest import NEW_ENV
 from tests.service.stack import api_in_thread
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import Environment
+from tvmrepro.jobs.settling import finish_run
 from tvmrepro.results import Log, PassRecord, Result, Status
-from tvmrepro.settling import finish_run
 from worker.runner import run_variant
 from worker.runtimes.local import LocalRuntime
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.cli.test_cli_local import tvmrepro
+from tests.cli.command_line import tvmrepro
+from tests.cli.founding_reduction import FOUNDING_STEPS, founding_steps
 from tests.conftest import NEW_ENV, REPO
-from worker.reduction import BUDGET_SPENT, CANCELLED
 
 pytestmark = pytest.mark.tvm
 CASES = REPO / "tests" / "cases"
@@ -24,24 +24,6 @@ BUDGET_S = "600"  # within pytest's 900 s per test; these two reductions finish 
 # The founding reduction finishes in about 11 s on a quiet machine; the budget leaves room for a
 # loaded one (with a load of 9 on these 2 cores a run took about 12 s).
 FOUNDING_BUDGET_S = "300"
-# The founding case's reduction (fusetir-once, tvm-0.27.0.post1-cpu) step by step, as measured.
-# The reducer is deterministic (it takes the first edit in order that holds), so a reduction its
-# budget cut short took the first of these.
-PASSES_STEP = "passes 3 -> 2: LambdaLift, AllocateWorkspace"
-FOUNDING_STEPS = ["reference: error at vm_init",
-                  "drop function entry_b: 145 -> 138 lines",
-                  "drop lines 26-126: 138 -> 36 lines",
-                  "drop lines 10-16: 36 -> 29 lines",
-                  "drop lines 10-13: 29 -> 25 lines",
-                  "drop lines 10-11: 25 -> 23 lines",
-                  "drop line 10: 23 -> 22 lines",
-                  PASSES_STEP,
-                  "empty body of attention: 22 -> 22 lines",
-                  "zeros for gv_2 (line 21): 22 -> 21 lines",
-                  "drop function attention: 21 -> 16 lines",
-                  "shape extent 32 -> 1: 16 -> 16 lines",
-                  "shape extent 16 -> 1: 16 -> 16 lines",
-                  "shape extent 8 -> 1: 16 -> 16 lines"]
 
 
 def cli_json(*args: str, home: Path) -> dict[str, Any]:
@@ -63,14 +45,6 @@ def run_signature(case: dict[str, Any], tmp: Path, home: Path) -> dict[str, Any]
 
 def pass_names(case: dict[str, Any]) -> list[str]:
     return [p if isinstance(p, str) else p["name"] for p in case["variants"][0]["passes"]]
-
-
-def founding_steps(found: dict[str, Any]) -> list[str]:
-    """A founding-case reduction's log without its budget line: the first of FOUNDING_STEPS."""
-    steps = [line for line in found["log"] if line not in (BUDGET_SPENT, CANCELLED)]
-    known = min(len(steps), len(FOUNDING_STEPS))
-    assert steps[:known] == FOUNDING_STEPS[:known], found["log"]
-    return steps
 
 
 def shapes(source: str) -> set[str]:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli_local import MISSING_FUNCTION, tvmrepro
-from tests.conftest import NEW_ENV, shared_case
+from tests.cli.command_line import tvmrepro
+from tests.conftest import MISSING_FUNCTION, NEW_ENV, case_path
 from tvmrepro.environments import Environment
 
 
@@ -16,7 +16,7 @@ from tvmrepro.environments import Environment
 def module_file(tmp_path: Path) -> Path:
     """The founding case's TVMScript as a plain .py file."""
     path = tmp_path / "module.py"
-    path.write_text(json.loads(shared_case("tvm-17357/case.json").read_text())["source"])
+    path.write_text(json.loads(case_path("tvm-17357/case.json").read_text())["source"])
     return path
 
 

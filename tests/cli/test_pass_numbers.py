@@ -22,8 +22,8 @@ from cli.cli import main
 from service.jobs import JobService
 from tests.conftest import NEW_ENV
 from tests.service.stack import api_in_thread
+from tvmrepro.jobs.settling import finish_run
 from tvmrepro.results import FunctionInfo, PassRecord, Result, Status
-from tvmrepro.settling import finish_run
 
 SYMBOL = "fused_attention_gv"
 STEP_NUMBER = re.compile(r"\bstep \d|\(\d\)")  # a pass numbered any other way

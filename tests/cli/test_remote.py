@@ -11,19 +11,19 @@ import httpx
 import pytest
 from flask import Flask
 
+from cli.client import ApiClient, Service, ServiceError
 from cli.matrix_view import matrix_view, symbol_lines
-from cli.remote import ApiClient, Service, ServiceError
 from service.app import create_app
 from service.jobs import JobService
-from tests.conftest import NEW_ENV, OLD_ENV, shared_case
+from tests.conftest import NEW_ENV, OLD_ENV, case_path
 from tests.fakes.runtime import FakeRuntime
+from tvmrepro.api.requests import RunRequest
+from tvmrepro.api.traced import SymbolEvent, SymbolTrace
 from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
+from tvmrepro.jobs.report import render_report
 from tvmrepro.lifecycle import JobStatus, RunState
-from tvmrepro.models import JobRequest
-from tvmrepro.report import render_report
 from tvmrepro.settings import Settings
-from tvmrepro.traced import SymbolEvent, SymbolTrace
 
 SERVER = "http://tvmrepro.test"
 
@@ -50,9 +50,9 @@ def client_of(wsgi: Any) -> ApiClient:
 
 
 def test_answers_are_the_shared_models(app: Flask) -> None:
-    founding_case = json.loads(shared_case("tvm-17357/case.json").read_text())
+    founding_case = json.loads(case_path("tvm-17357/case.json").read_text())
     client = client_of(app)
-    job = client.submit(JobRequest(case=founding_case, environments=[OLD_ENV, NEW_ENV],
+    job = client.submit(RunRequest(case=founding_case, environments=[OLD_ENV, NEW_ENV],
                                    wait=True))
     assert job.status is JobStatus.QUEUED and {r.state for r in job.runs} == {RunState.QUEUED}
     again = client.job(job.id)
@@ -79,8 +79,8 @@ def test_an_answer_of_another_shape_is_a_service_error_naming_the_field() -> Non
 
 def test_the_matrix_tells_a_symbols_story_once_for_the_environments_that_share_it(
         app: Flask) -> None:
-    founding_case = json.loads(shared_case("tvm-17357/case.json").read_text())
-    job = client_of(app).submit(JobRequest(case=founding_case, environments=[OLD_ENV, NEW_ENV],
+    founding_case = json.loads(case_path("tvm-17357/case.json").read_text())
+    job = client_of(app).submit(RunRequest(case=founding_case, environments=[OLD_ENV, NEW_ENV],
                                            wait=True))
     lifted = SymbolEvent(step=2, pass_name="LambdaLift", event="appeared", name="f",
                          kind="Function")
@@ -102,25 +102,25 @@ def test_the_matrix_tells_a_symbols_story_once_for_the_environments_that_share_i
 
 
 def test_a_refusal_of_the_up_on_this_home_says_how_to_make_it_serve(app: Flask) -> None:
-    case = json.loads(shared_case("tvm-17357/case.json").read_text())
+    case = json.loads(case_path("tvm-17357/case.json").read_text())
     client = client_of(app)
     client.service = Service(SERVER, "announced by the `tvmrepro up` on this TVMREPRO_HOME",
                              explicit=False, serves_provisioned=True)
     with pytest.raises(BadInput) as starting:  # its worker is still provisioning
-        client.submit(JobRequest(case=case, environments="all"))
+        client.submit(RunRequest(case=case, environments="all"))
     assert str(starting.value) == (
         "environments: no worker is live yet: the worker of the `tvmrepro up` on this home "
         "provisions its environments first (a minute or two the first time), then serves "
         "them; try again then")
     with pytest.raises(BadInput) as unrelated:  # a refusal of something else stays as it was
-        client.submit(JobRequest(case={**case, "target": 7}, environments="all"))
+        client.submit(RunRequest(case={**case, "target": 7}, environments="all"))
     assert "provision" not in str(unrelated.value)
     app.extensions["tvmrepro"].store.heartbeat("worker", [OLD_ENV])
     with pytest.raises(BadInput) as refused:
-        client.submit(JobRequest(case=case, environments=[OLD_ENV, NEW_ENV]))
+        client.submit(RunRequest(case=case, environments=[OLD_ENV, NEW_ENV]))
     assert f"or provision them here (tvmrepro env provision {NEW_ENV}): the `tvmrepro up` " \
            "on this home serves them within seconds" in str(refused.value)
     client.service = Service(SERVER, "given by --server")  # another service: no such advice
     with pytest.raises(BadInput) as elsewhere:
-        client.submit(JobRequest(case=case, environments=[OLD_ENV, NEW_ENV]))
+        client.submit(RunRequest(case=case, environments=[OLD_ENV, NEW_ENV]))
     assert "provision" not in str(elsewhere.value)

@@ -16,7 +16,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from cli.cli import main
-from cli.up import announced
+from cli.client import RECONNECT_S
+from cli.discovery import announced
 from tests.conftest import NEW_ENV, OLD_ENV, REPO
 from tests.service.stack import api_in_thread, free_port
 from tvmrepro.settings import Settings
@@ -96,9 +97,9 @@ def test_an_unreachable_server_is_a_failure_naming_it() -> None:
     started = time.monotonic()
     result = tvmrepro("jobs", env={"TVMREPRO_SERVER": nobody})
     assert result.exit_code == 1, result.output
-    # A few quick attempts, not a minute of silent retries (that is for a service that answered
-    # before and is restarting).
-    assert time.monotonic() - started < 15
+    # A few quick attempts, not the minute of silent retries (RECONNECT_S) that is for a service
+    # that answered before and is restarting.
+    assert time.monotonic() - started < RECONNECT_S / 2
     assert said(result).startswith(f"error: no answer from the service at {nobody}, "
                                    "from TVMREPRO_SERVER (")
     assert said(result).endswith("); is it running? (tvmrepro up)")
@@ -118,7 +119,7 @@ def test_without_a_server_the_port_of_up_and_serve_is_asked(server: str, tmp_pat
     started = time.monotonic()
     failed = tvmrepro("jobs", env={**environ, "TVMREPRO_PORT": nobody})
     assert failed.exit_code == 1, failed.output
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < RECONNECT_S / 2
     assert (f"error: no answer from the service at http://127.0.0.1:{nobody}, from "
             "TVMREPRO_PORT (") in said(failed)
 

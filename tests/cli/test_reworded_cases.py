@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cli.test_bisect_local import bisect_json
-from tests.cli.test_cli_local import run_json
-from tests.conftest import NEW_ENV, OLD_ENV, shared_case
+from tests.cli.command_line import bisect_json, run_json
+from tests.conftest import NEW_ENV, OLD_ENV, case_path
 from tvmrepro.environments import Environment
 from tvmrepro.settings import Settings
 
@@ -40,7 +39,7 @@ REWORDED: dict[str, tuple[str, dict[str, str]]] = {
 def test_each_release_words_it_its_own_way_under_one_signature(
         name: str, settings: Settings, tvm_envs: dict[str, Environment]) -> None:
     stage, words = REWORDED[name]
-    runs = {run["environment"]: run for run in run_json(shared_case(f"{name}/case.json"),
+    runs = {run["environment"]: run for run in run_json(case_path(f"{name}/case.json"),
                                                         settings.home)}
     assert sorted(runs) == sorted(words)
     for env_id, expected in words.items():
@@ -54,7 +53,7 @@ def test_each_release_words_it_its_own_way_under_one_signature(
 @pytest.mark.parametrize("name", sorted(REWORDED))
 def test_the_signature_oracle_sees_no_change(
         name: str, settings: Settings, tvm_envs: dict[str, Environment]) -> None:
-    found = bisect_json(shared_case(f"{name}/case.json"), "--env", OLD_ENV, "--env", NEW_ENV,
+    found = bisect_json(case_path(f"{name}/case.json"), "--env", OLD_ENV, "--env", NEW_ENV,
                         "--oracle", "signature", home=settings.home)
     assert found["verdict"] == "unchanged", found
     assert [p["verdict"] for p in found["probes"]] == ["bad", "bad"], found

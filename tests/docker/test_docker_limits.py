@@ -11,9 +11,16 @@ import errno
 import pytest
 
 from tests.conftest import NEW_ENV
-from tests.docker.test_docker_runtime import run_script
-from tests.worker.test_run_cgroup import GREEDY, IO_URING, PTYS
-from tests.worker.test_syscalls import FAMILIES, FAMILIES_REFUSED, FOREIGN_ABI, x86_64_only
+from tests.docker.runs import run_script
+from tests.fixtures.hostile_scripts import (
+    FAMILIES,
+    FAMILIES_REFUSED,
+    FOREIGN_ABI,
+    GREEDY,
+    IO_URING,
+    PTYS,
+    x86_64_only,
+)
 from tvmrepro.environments import Environment
 from worker.runtimes.base import PTYS_MAX, TMPFS_INODES
 from worker.runtimes.docker import DockerRuntime

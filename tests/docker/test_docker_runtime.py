@@ -12,10 +12,11 @@ from typing import Any
 import docker
 import pytest
 
-from tests.conftest import NEW_ENV, OLD_ENV, shared_case
+from tests.conftest import MISSING_FUNCTION, NEW_ENV, OLD_ENV, case_path
+from tests.docker.runs import run_script
 from tests.fixtures.docker_engine import runs_left, wait_for_container
-from tests.worker.test_local_runtime import HOSTILE, hostile_timeout_s
-from tests.worker.test_warm_sandboxes import wait_warm
+from tests.fixtures.hostile_scripts import FORGE, HOSTILE, hostile_timeout_s
+from tests.worker.sandboxes import wait_warm
 from tvmrepro.cases import load_case_file, parse_case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import RuntimeFault
@@ -29,19 +30,11 @@ from worker.runtimes.local import LocalRuntime
 from worker.runtimes.syscalls import docker_profile
 
 pytestmark = [pytest.mark.docker, pytest.mark.tvm]
-MISSING_FUNCTION = "fused_relax_nn_attention_cutlass_gv"
 # Every variable a case may see in its container: the runtime's scrubbed set, HOSTNAME (the
 # engine's own), and what the image recipes set (Config.Env). Nothing of the worker's.
 CASE_ENVIRON = {"PATH", "HOME", "LANG", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED",
                 "TVM_BACKTRACE", "TVM_NUM_THREADS", "HOSTNAME"}
 IMAGE_ENVIRON = {"PATH", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "HOME", "LANG", "TVM_BACKTRACE"}
-
-
-def run_script(runtime: DockerRuntime, env: Environment, script: str, run_id: str | None = None,
-               **limits: int) -> Result:
-    """Run a script-mode case in a container."""
-    return run_variant(parse_case({"script": script, **limits}), "script", env, runtime,
-                       run_id=run_id)
 
 
 def cells(runs: list[Result]) -> dict[tuple[str, str], tuple[str, str | None, str | None]]:
@@ -71,7 +64,7 @@ def test_founding_case_matches_the_local_runtime(docker_runtime: DockerRuntime,
                                                  docker_envs: dict[str, Environment],
                                                  tvm_envs: dict[str, Environment],
                                                  settings: Settings) -> None:
-    case = load_case_file(shared_case("tvm-17357/case.json"))
+    case = load_case_file(case_path("tvm-17357/case.json"))
     local = LocalRuntime(settings)
     in_docker, here = [], []
     for env_id in (OLD_ENV, NEW_ENV):
@@ -266,7 +259,7 @@ def test_image_with_another_harness_is_refused(docker_runtime: DockerRuntime,
                                                docker_client: docker.DockerClient) -> None:
     import io
 
-    from worker.images import HARNESS_LABEL
+    from worker.environments.images import HARNESS_LABEL
 
     # The environment's own image and pins, labelled with another harness: its results
     # would be cached under this harness's key, so it must not run.
@@ -290,8 +283,6 @@ def test_image_with_another_harness_is_refused(docker_runtime: DockerRuntime,
 def test_a_forged_result_is_not_believed(docker_runtime: DockerRuntime,
                                          docker_envs: dict[str, Environment]) -> None:
     """A case that writes a result (to every descriptor, and to the events file) and aborts."""
-    from tests.worker.test_warm_sandboxes import FORGE
-
     forge_file = ("import json\nwith open('/out/events.jsonl', 'a') as f:\n"
                   "    f.write(json.dumps({'event': 'result', 'status': 'ok'}) + '\\n')\n")
     result = run_script(docker_runtime, docker_envs[NEW_ENV], FORGE + forge_file + "os.abort()\n",

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import NEW_ENV
-from tests.docker.test_docker_runtime import run_script
+from tests.docker.runs import run_script
 from tests.fixtures.docker_engine import runs_left
-from tests.worker.test_warm_sandboxes import FORGE
+from tests.fixtures.hostile_scripts import FORGE
 from tvmrepro.environments import Environment
 from worker.runtimes.docker import DockerRuntime
 

@@ -134,11 +134,17 @@ class FakeRuntime:
         return events
 
 
+def fake_sleep(seconds: float, tag: str) -> dict[str, Any]:
+    """A script case that the FakeRuntime ends as ok after `seconds`."""
+    return {"title": f"sleep {seconds} {tag}",
+            "script": f"{DIRECTIVE} {json.dumps({'sleep': seconds})}\n# {tag}\nprint('done')\n"}
+
+
 def record(settings: Settings) -> None:
     """Write FINGERPRINTS: the fingerprints of RECORDED as the local runtime makes them
     (LocalRuntime.fingerprint is provision: provisioned here first if missing)."""
     from tvmrepro.environments import default_catalog
-    from worker.provision import provision
+    from worker.environments.provision import provision
 
     found = {env_id: provision(settings, default_catalog().get(env_id)) for env_id in RECORDED}
     FINGERPRINTS.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")

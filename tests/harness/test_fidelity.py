@@ -21,7 +21,7 @@ MID_ENV = "tvm-0.26.0-cpu"  # between the two: struct_info is gone, arith is sti
 @pytest.fixture(scope="module")
 def env_026(settings: Settings) -> Environment:
     """tvm-0.26.0-cpu, provisioned (real TVM)."""
-    from worker.provision import provision
+    from worker.environments.provision import provision
 
     env = default_catalog().get(MID_ENV)
     provision(settings, env)

@@ -3,28 +3,18 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.cli.test_cli_local import MISSING_FUNCTION, run_json
-from tests.conftest import shared_case
+from tests.cli.command_line import run_json
+from tests.conftest import MISSING_FUNCTION, case_path
+from tests.harness.standalone import run_standalone
 from tvmrepro.environments import Environment
 from tvmrepro.settings import Settings
-from worker.provision import env_python
 
 pytestmark = pytest.mark.tvm
-
-
-def run_standalone(settings: Settings, env: Environment, script: str, tmp_path: Path) -> str:
-    """Run the script with the environment's interpreter, outside any sandbox; its output."""
-    path = tmp_path / f"repro-{env.id}.py"
-    path.write_text(script)
-    proc = subprocess.run([str(env_python(settings, env)), str(path)],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    return proc.stdout + proc.stderr
 
 
 def test_the_founding_reproducer_fails_the_same_way(settings: Settings, tmp_path: Path,
@@ -41,7 +31,7 @@ def test_the_founding_reproducer_fails_the_same_way(settings: Settings, tmp_path
 
 def test_an_entry_reproducer_computes_the_same_output(settings: Settings, tmp_path: Path,
                                                      tvm_envs: dict[str, Environment]) -> None:
-    case = json.loads(shared_case("cuda-matmul-relu/case.json").read_text())
+    case = json.loads(case_path("cuda-matmul-relu/case.json").read_text())
     case.update(target="llvm")
     path = tmp_path / "case.json"
     path.write_text(json.dumps(case))

@@ -10,9 +10,7 @@ import platform
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.worker.test_local_runtime import HOSTILE
-from tests.worker.test_syscalls import FOREIGN_ABI
-from tests.worker.test_warm_sandboxes import FORGE
+from tests.fixtures.hostile_scripts import FOREIGN_ABI, FORGE, HOSTILE
 from worker.runtimes.base import PTYS_MAX, TMPFS_INODES
 
 HANG_S = 5  # the time limit of a case that hangs: each costs this much

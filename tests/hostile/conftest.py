@@ -18,10 +18,9 @@ import pytest
 import redis
 
 from tests.conftest import NEW_ENV
-from tests.service.stack import Backend, Stack, make_home
-from tests.service.test_recovery import OwnRedis
+from tests.service.stack import Backend, OwnRedis, Stack, make_home
 from tvmrepro.environments import Environment, default_catalog
-from worker.images import build_environment_image
+from worker.environments.images import build_environment_image
 
 MAX_QUEUED = 30  # the API's cap on waiting runs (the burst goes past it)
 

@@ -25,7 +25,7 @@ from tests.fixtures.ledger import Ledger
 from tests.hostile.cases import CASES, NORMAL, Hostile
 from tests.hostile.conftest import PrivateRedis, make_stack
 from tests.service.stack import Stack, sleeping_script
-from tests.worker.test_local_runtime import processes_of
+from tests.worker.sandboxes import processes_of
 from tvmrepro.queue import worker_concurrency
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(900)]
@@ -37,7 +37,9 @@ BURST = 100
 # average of 27 (a container's start and TVM's import included).
 SETTLE_S = 420.0
 TVM_VERSION = "0.27.0.post1"
-CANCEL_FREES_S = 5.0  # from the DELETE of jobs holding every slot to the next job's claim
+# From the DELETE of jobs holding every slot to the next job's claim: far below the sleepers' own
+# end (100 s), which is when a cancel that killed nothing would free a slot.
+CANCEL_FREES_S = 30.0
 UNACKED_SWEEP_S = 15.0  # a few of the test stacks' recovery sweeps (one a second)
 
 

@@ -3,7 +3,7 @@
 Nothing is downloaded at test time: the browser and its driver are the system's
 (/usr/bin/chromium and /usr/bin/chromedriver, installed by scripts/bootstrap),
 and Selenium is given the driver's path, so Selenium Manager never runs.
-Without them the tests are skipped, except under CI=true, where they fail.
+Without them the tests are skipped, except under CI, where they fail (tests/fixtures/ci.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
+from tests.fixtures.ci import cannot_run
 
 CHROMIUM = os.environ.get("TVMREPRO_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("TVMREPRO_TEST_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -34,12 +34,10 @@ def _missing() -> str | None:
 
 
 def start_browser() -> Any:
-    """A headless Chromium session (skipped where there is none; under CI=true: failed)."""
+    """A headless Chromium session (skipped where there is none; under CI: failed)."""
     missing = _missing()
     if missing:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes", "on"):
-            pytest.fail(f"the browser tests must run under CI but {missing}")
-        pytest.skip(missing)
+        cannot_run(missing)
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

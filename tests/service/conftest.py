@@ -1,5 +1,5 @@
-"""Fixtures for the service: real stacks on the embedded backend or on Redis and PostgreSQL
-(tests/fixtures/databases.py)."""
+"""Fixtures for the service: the API in process (Flask's test client), and real stacks on the
+embedded backend or on Redis and PostgreSQL (tests/fixtures/databases.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from flask import Flask
+from flask.testing import FlaskClient
 
-from tests.conftest import NEW_ENV, OLD_ENV, shared_case
+from service.app import create_app
+from service.jobs import JobService
+from tests.conftest import NEW_ENV, OLD_ENV, case_path
+from tests.fakes.runtime import FakeRuntime
 from tests.fixtures.databases import REDIS_URL, own_database, own_prefix
+from tests.service.in_process import SMALL_LIMIT
 from tests.service.stack import Backend, Stack, make_home
 from tvmrepro.cases import parse_case
-from tvmrepro.environments import Environment
+from tvmrepro.environments import Environment, default_catalog
+from tvmrepro.settings import Settings
 
 BACKENDS = ("embedded", "redis+postgres")
 
@@ -65,7 +72,7 @@ def stack(backend: Backend, tmp_path: Path, test_home: Path,
 @pytest.fixture(scope="session")
 def founding_case() -> dict[str, Any]:
     """apache/tvm#17357 as a case (two variants)."""
-    data: dict[str, Any] = json.loads(shared_case("tvm-17357/case.json").read_text())
+    data: dict[str, Any] = json.loads(case_path("tvm-17357/case.json").read_text())
     return data
 
 
@@ -78,3 +85,23 @@ def local_cells(founding_case: dict[str, Any], tvm_envs: dict[str, Environment],
     case = parse_case(founding_case)
     return {(variant, env_id): run_variant(case, variant, tvm_envs[env_id], warm_runtime).to_json()
             for variant in case.variant_names for env_id in (OLD_ENV, NEW_ENV)}
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[Flask]:
+    """An app on a fresh home, knowing the passes of the two environments (no TVM needed)."""
+    settings = Settings.from_env({"TVMREPRO_HOME": str(tmp_path),
+                                  "TVMREPRO_MAX_REQUEST_BYTES": str(SMALL_LIMIT)})
+    app = create_app(settings)
+    service: JobService = app.extensions["tvmrepro"]
+    for env_id in (OLD_ENV, NEW_ENV):
+        fake = FakeRuntime(settings)  # what a worker records, without provisioning TVM
+        service.store.save_fingerprint(env_id, fake.fingerprint(default_catalog().get(env_id)))
+    yield app
+    service.store.dispose()
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    """Flask's test client of the app."""
+    return app.test_client()

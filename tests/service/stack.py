@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import pytest
+import redis
 
 from tests.conftest import HISTORY_INDEX, REPO
 from tvmrepro.settings import Settings
@@ -145,7 +148,7 @@ class Stack:
     def worker_ids(self, env_id: str) -> set[str]:
         """Live worker ids (host:pid) serving env_id, from their heartbeats."""
         with self.store.engine.connect() as conn:
-            from tvmrepro import schema
+            from tvmrepro.store import schema
 
             rows = conn.execute(schema.workers.select().where(
                 schema.workers.c.heartbeat_at > time.time() - 10)).mappings()
@@ -243,7 +246,7 @@ class Stack:
 
     def result_rows(self, job_id: str) -> list[dict[str, Any]]:
         """Every stored result row that belongs to a run of this job."""
-        from tvmrepro import schema
+        from tvmrepro.store import schema
 
         job = self.store.job(job_id)
         ids = [run.id for run in (job.runs if job else [])]
@@ -300,3 +303,35 @@ def api_in_thread(home: Path, **overrides: str) -> Iterator[tuple[str, JobServic
         http.shutdown()
         thread.join()
         service.store.dispose()
+
+
+class OwnRedis:
+    """A redis-server of our own, without persistence: a restart empties it."""
+
+    def __init__(self, workdir: Path) -> None:
+        server = shutil.which("redis-server")
+        if server is None:
+            pytest.fail("redis-server is not installed")
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.args = [server, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                     "--appendonly", "no", "--dir", str(workdir)]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start it and wait until it answers."""
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL)
+        client = redis.Redis(port=self.port)
+        for _ in range(200):
+            try:
+                client.ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise AssertionError("own redis-server did not start")
+
+    def stop(self) -> None:
+        """Stop it (everything in it is lost)."""
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait()

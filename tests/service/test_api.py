@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,48 +15,13 @@ from flask.testing import FlaskClient
 from service.app import create_app
 from service.jobs import JobService
 from tests.conftest import NEW_ENV, OLD_ENV
-from tests.fakes.runtime import FakeRuntime
+from tests.service.in_process import SMALL_LIMIT, job, post
 from tests.service.stack import free_port
-from tvmrepro import schema
-from tvmrepro.environments import default_catalog
+from tvmrepro.jobs.settling import finish_run, settle_finished
 from tvmrepro.queue import queue_length
 from tvmrepro.results import Result
 from tvmrepro.settings import Settings
-from tvmrepro.settling import finish_run, settle_finished
-
-SMALL_LIMIT = 64 * 1024
-
-
-@pytest.fixture
-def app(tmp_path: Path) -> Iterator[Flask]:
-    """An app on a fresh home, knowing the passes of the two environments (no TVM needed)."""
-    settings = Settings.from_env({"TVMREPRO_HOME": str(tmp_path),
-                                  "TVMREPRO_MAX_REQUEST_BYTES": str(SMALL_LIMIT)})
-    app = create_app(settings)
-    service: JobService = app.extensions["tvmrepro"]
-    for env_id in (OLD_ENV, NEW_ENV):
-        fake = FakeRuntime(settings)  # what a worker records, without provisioning TVM
-        service.store.save_fingerprint(env_id, fake.fingerprint(default_catalog().get(env_id)))
-    yield app
-    service.store.dispose()
-
-
-@pytest.fixture
-def client(app: Flask) -> FlaskClient:
-    """Flask's test client of the app."""
-    return app.test_client()
-
-
-def post(client: FlaskClient, body: Any) -> tuple[int, dict[str, Any]]:
-    """POST /api/v1/jobs with a JSON value (or raw text); status and decoded answer."""
-    data = body if isinstance(body, str) else json.dumps(body)
-    response = client.post("/api/v1/jobs", data=data, content_type="application/json")
-    return response.status_code, response.get_json()
-
-
-def job(case: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    """A run job on both founding-case environments (queued: these tests run no worker)."""
-    return {"case": case, "environments": [OLD_ENV, NEW_ENV], "wait": True, **extra}
+from tvmrepro.store import schema
 
 
 @pytest.mark.parametrize(("mutate", "field"), [
@@ -180,7 +144,20 @@ def test_openapi_covers_every_route(app: Flask, client: FlaskClient) -> None:
     assert routes == set(document["paths"])
     refs = re.findall(r'"#/components/schemas/(\w+)"', json.dumps(document))
     assert refs and all(ref in schemas for ref in refs)
-    assert {"case", "environments", "bypass_cache"} <= set(schemas["JobRequest"]["properties"])
+    # The request is the union of one model per kind, told apart by `kind`.
+    union = schemas["JobRequest"]
+    members = {kind: ref.rsplit("/", 1)[1]
+               for kind, ref in union["discriminator"]["mapping"].items()}
+    assert union["discriminator"]["propertyName"] == "kind"
+    assert members == {"run": "RunRequest", "bisect": "BisectRequest", "reduce": "ReduceRequest",
+                       "extract": "ExtractRequest", "triage": "TriageRequest",
+                       "sweep": "SweepRequest"}
+    assert [{"$ref": f"#/components/schemas/{name}"} for name in members.values()] == union["oneOf"]
+    assert {"case", "environments", "bypass_cache", "variants"} <= set(
+        schemas["RunRequest"]["properties"])
+    assert "strategy" in schemas["BisectRequest"]["properties"]
+    assert "strategy" not in schemas["RunRequest"]["properties"]
+    assert schemas["BisectRequest"]["additionalProperties"] is False
     assert "variants" in schemas["Case"]["properties"]
 
 
@@ -220,7 +197,7 @@ def test_a_finished_job_shows_the_comparisons_stored_with_it(
         conn.execute(schema.comparisons.update().values(data={"comparisons": [], "symbols": []}))
     assert client.get(url).get_json()["matrix"]["comparisons"] == []
     # A job whose last finisher died before storing them reads without them, stored by the
-    # recovery sweep (tvmrepro.settling.settle_finished), never by a read.
+    # recovery sweep (tvmrepro.jobs.settling.settle_finished), never by a read.
     with service.store.engine.begin() as conn:
         conn.execute(schema.comparisons.delete())
     assert client.get(url).get_json()["matrix"]["comparisons"] == []

@@ -12,9 +12,9 @@ from flask.testing import FlaskClient
 from service.app import create_app
 from service.jobs import JobService
 from tests.conftest import NEW_ENV, OLD_ENV
-from tests.service.test_api import app, client, post  # noqa: F401  # fixtures
-from tvmrepro import schema
+from tests.service.in_process import post
 from tvmrepro.settings import Settings
+from tvmrepro.store import schema
 
 
 def _submit(client: FlaskClient, case: dict[str, Any], title: str) -> str:  # noqa: F811

@@ -27,8 +27,8 @@ from tests.bisect_support import (
 from tests.conftest import HISTORY_INDEX, NEW_ENV, OLD_ENV
 from tests.service.conftest import own_backend
 from tests.service.stack import Stack, dump, make_home
-from tvmrepro.models import JobView
-from tvmrepro.report import render_report
+from tvmrepro.api.views import JobView
+from tvmrepro.jobs.report import render_report
 from tvmrepro.settings import Settings
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(1500)]
@@ -38,7 +38,7 @@ pytestmark = [pytest.mark.tvm, pytest.mark.timeout(1500)]
 def cpu_releases(settings: Settings) -> list[str]:
     """Every CPU release, provisioned (about 100 MB each the first time)."""
     from tvmrepro.environments import default_catalog
-    from worker.provision import provision
+    from worker.environments.provision import provision
 
     for env_id in CPU_RELEASES:
         provision(settings, default_catalog().get(env_id))
@@ -231,12 +231,12 @@ TRUE_PRS = {("relax-prod-zero-extent-axis", "tvm-0.26.0rc0-cpu"): 19680,
 
 def test_real_behaviour_changes_bisect_to_the_right_releases(
         releases: Stack, cpu_releases: list[str]) -> None:
-    from tests.conftest import shared_case
+    from tests.conftest import case_path
 
     stack = releases
     jobs = {}
     for name, (options, _) in REAL_CHANGES.items():
-        case = json.loads(shared_case(f"{name}/case.json").read_text())
+        case = json.loads(case_path(f"{name}/case.json").read_text())
         jobs[name] = stack.submit(bisect_body(case, cpu_releases, **options))["id"]
     for name, (_, expected) in REAL_CHANGES.items():
         found = stack.wait(jobs[name], timeout=500)["bisect"]

@@ -16,11 +16,11 @@ from service.app import create_app
 from service.jobs import JobService
 from tests.conftest import NEW_ENV, OLD_ENV
 from tests.fakes.runtime import FakeRuntime
-from tvmrepro import schema
 from tvmrepro.environments import default_catalog
+from tvmrepro.jobs.settling import finish_run
 from tvmrepro.results import Result
 from tvmrepro.settings import Settings
-from tvmrepro.settling import finish_run
+from tvmrepro.store import schema
 
 
 @pytest.fixture

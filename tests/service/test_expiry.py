@@ -4,39 +4,16 @@ store that refuses every write; a worker's recovery sweep then ends the run Expi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-import sqlalchemy as sa
 
 from service.app import create_app
 from service.jobs import JobService
 from tests.conftest import NEW_ENV, OLD_ENV
-from tests.service.test_api import post
-from tvmrepro import schema
+from tests.service.in_process import post, writes_refused
 from tvmrepro.settings import Settings
+from tvmrepro.store import schema
 from worker.recovery import Sweeper
-
-WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
-
-
-@contextmanager
-def writes_refused(engine: sa.engine.Engine) -> Iterator[list[str]]:
-    """Every write statement on `engine` fails (as on a read-only store) and is recorded."""
-    attempted: list[str] = []
-
-    def refuse(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        if statement.lstrip().upper().startswith(WRITES):
-            attempted.append(statement)
-            raise PermissionError(f"the store refuses writes: {statement[:60]}")
-
-    sa.event.listen(engine, "before_cursor_execute", refuse)
-    try:
-        yield attempted
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", refuse)
 
 
 def test_a_read_writes_nothing_and_the_sweep_expires_the_run(

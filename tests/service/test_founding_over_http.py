@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import NEW_ENV, OLD_ENV, REPO, shared_case
+from tests.conftest import NEW_ENV, OLD_ENV, REPO, case_path
 from tests.service.conftest import tagged
 from tests.service.stack import Backend, Stack, dump, founding_body, make_home, serving
 from tvmrepro.environments import Environment
@@ -134,7 +134,7 @@ def test_second_submission_comes_from_the_cache(
 
 
 def test_command_line_over_http(stack: Stack) -> None:
-    case = str(shared_case("tvm-17357/case.json"))
+    case = str(case_path("tvm-17357/case.json"))
     proc = cli(stack, "run", case, "--env", OLD_ENV, "--env", NEW_ENV, "--json")
     assert proc.returncode == 0, proc.stderr + stack.logs()
     out = json.loads(proc.stdout)

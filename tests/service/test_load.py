@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from tests.conftest import NEW_ENV, OLD_ENV
 from tests.fakes.runtime import DIRECTIVE
 from tests.service.stack import Backend, Stack, dump, founding_body
-from tvmrepro import schema
+from tvmrepro.store import schema
 
 pytestmark = [pytest.mark.timeout(400)]
 JOBS = 50

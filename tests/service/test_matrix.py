@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from service.matrix import build_matrix, job_status
+from tvmrepro.api.views import CellRef, Comparison, JobStatus
+from tvmrepro.jobs.matrix import build_matrix, job_status
 from tvmrepro.lifecycle import RunState
-from tvmrepro.models import CellRef, Comparison, JobStatus
-from tvmrepro.rows import JobRow, RunRow
+from tvmrepro.store.rows import JobRow, RunRow
 
 
 def run(variant: str, env: str, state: str = "done", status: str | None = "ok",

@@ -16,7 +16,7 @@ from tests.conftest import REPO
 from tests.service.stack import Stack, founding_body
 from tvmrepro.environments import default_catalog
 from tvmrepro.settings import Settings
-from worker.provision import provision
+from worker.environments.provision import provision
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(600)]
 WRONG, RIGHT = "tvm-0.26.0-cpu", ("tvm-0.27.0-cpu", "tvm-0.27.0.post1-cpu")

@@ -21,13 +21,12 @@ from service.app import create_app
 from service.jobs import JobService
 from tests.conftest import NEW_ENV, OLD_ENV
 from tests.fakes.runtime import FakeRuntime
-from tests.service.test_api import post
-from tests.service.test_expiry import writes_refused
-from tvmrepro import schema
+from tests.service.in_process import post, writes_refused
 from tvmrepro.environments import default_catalog
-from tvmrepro.lifecycle import JobKind
+from tvmrepro.jobs.kinds import KINDS
 from tvmrepro.results import Result
 from tvmrepro.settings import Settings
+from tvmrepro.store import schema
 from worker import recovery
 from worker.recovery import Sweeper
 
@@ -66,36 +65,36 @@ def stored_by_a_dead_finisher(service: JobService, job_id: str, count: int) -> N
 
 
 def jobs_of_every_kind(client: FlaskClient, service: JobService,
-                       founding_case: dict[str, Any]) -> dict[JobKind, dict[str, Any]]:
+                       founding_case: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """One job of each kind, submitted through the API, each left as described above."""
     script_case = {"title": "a script", "script": SCRIPT}
-    bodies: dict[JobKind, dict[str, Any]] = {
-        JobKind.RUN: {"case": founding_case, "environments": [OLD_ENV, NEW_ENV]},
-        JobKind.BISECT: {"kind": "bisect", "case": founding_case, "variant": "fusetir-twice",
-                         "environments": [OLD_ENV, NEW_ENV], "bypass_cache": True},
-        JobKind.REDUCE: {"kind": "reduce", "case": founding_case, "variant": "fusetir-twice",
-                         "environments": [NEW_ENV]},
-        JobKind.EXTRACT: {"kind": "extract", "case": script_case, "environments": [OLD_ENV]},
-        JobKind.TRIAGE: {"kind": "triage", "environments": [NEW_ENV], "reports": [
+    bodies: dict[str, dict[str, Any]] = {
+        "run": {"case": founding_case, "environments": [OLD_ENV, NEW_ENV]},
+        "bisect": {"kind": "bisect", "case": founding_case, "variant": "fusetir-twice",
+                   "environments": [OLD_ENV, NEW_ENV], "bypass_cache": True},
+        "reduce": {"kind": "reduce", "case": founding_case, "variant": "fusetir-twice",
+                   "environments": [NEW_ENV]},
+        "extract": {"kind": "extract", "case": script_case, "environments": [OLD_ENV]},
+        "triage": {"kind": "triage", "environments": [NEW_ENV], "reports": [
             {"number": 99999, "title": "a bug", "state": "OPEN",
              "body": f"### Steps\n\n```python\n{SCRIPT}```\n"}]},
-        JobKind.SWEEP: {"kind": "sweep", "env": NEW_ENV, "since": OLD_ENV},
+        "sweep": {"kind": "sweep", "env": NEW_ENV, "since": OLD_ENV},
     }
     jobs = {}
     for kind, body in bodies.items():
         status, answer = post(client, {**body, "wait": True})
         assert status == 202, (kind, answer)
         jobs[kind] = answer
-    stored_by_a_dead_finisher(service, jobs[JobKind.RUN]["id"], 4)
-    stored_by_a_dead_finisher(service, jobs[JobKind.BISECT]["id"], 1)
+    stored_by_a_dead_finisher(service, jobs["run"]["id"], 4)
+    stored_by_a_dead_finisher(service, jobs["bisect"]["id"], 1)
     with service.store.engine.begin() as conn:  # the extract job's run waited an hour and more
         conn.execute(schema.runs.update()
-                     .where(schema.runs.c.job_id == jobs[JobKind.EXTRACT]["id"])
+                     .where(schema.runs.c.job_id == jobs["extract"]["id"])
                      .values(created_at=schema.runs.c.created_at - 3700))
     return jobs
 
 
-def urls(jobs: dict[JobKind, dict[str, Any]], service: JobService) -> list[str]:
+def urls(jobs: dict[str, dict[str, Any]], service: JobService) -> list[str]:
     """Every GET of the API and the pages, on each of these jobs and each of their runs."""
     found = ["/api/v1/jobs", "/api/v1/environments", "/api/v1/openapi.json", "/healthz",
              "/api/v1/passes", "/"]
@@ -118,13 +117,13 @@ def test_no_get_writes_to_the_store(app: Flask, founding_case: dict[str, Any]) -
     service: JobService = app.extensions["tvmrepro"]
     client = app.test_client()
     jobs = jobs_of_every_kind(client, service, founding_case)
-    assert set(jobs) == set(JobKind)
+    assert set(jobs) == set(KINDS)
     # Left as described: each would be written on a read that settled it.
     now = time.time()
-    assert jobs[JobKind.RUN]["id"] in service.store.unsettled_jobs(0.0, now + 1)
-    assert service.store.stalled_bisections(now + 1) == [jobs[JobKind.BISECT]["id"]]
+    assert jobs["run"]["id"] in service.store.unsettled_jobs(0.0, now + 1)
+    assert service.store.stalled_bisections(now + 1) == [jobs["bisect"]["id"]]
     assert [run.job_id for run in service.store.waiting_since(now - 3600)] == [
-        jobs[JobKind.EXTRACT]["id"]]
+        jobs["extract"]["id"]]
     with writes_refused(service.store.engine) as attempted:
         refused = {url: client.get(url) for url in urls(jobs, service)}
     assert attempted == []
@@ -134,7 +133,7 @@ def test_no_get_writes_to_the_store(app: Flask, founding_case: dict[str, Any]) -
         assert (taken.status_code, taken.text) == (200, answer.text), url
     with service.store.engine.connect() as conn:  # still left for the sweep
         assert conn.execute(sa.select(schema.comparisons.c.job_id)
-                            .where(schema.comparisons.c.job_id == jobs[JobKind.RUN]["id"])
+                            .where(schema.comparisons.c.job_id == jobs["run"]["id"])
                             ).first() is None
 
 
@@ -143,7 +142,7 @@ def test_the_recovery_sweep_settles_what_a_dead_finisher_left(
     service: JobService = app.extensions["tvmrepro"]
     client = app.test_client()
     jobs = jobs_of_every_kind(client, service, founding_case)
-    run_job, bisect_job = jobs[JobKind.RUN]["id"], jobs[JobKind.BISECT]["id"]
+    run_job, bisect_job = jobs["run"]["id"], jobs["bisect"]["id"]
     before = client.get(f"/api/v1/jobs/{bisect_job}").get_json()
     sweeper = Sweeper(service.celery, service.settings, [NEW_ENV])
     sweeper.settle_left()  # finished just now: its finisher may still be at it

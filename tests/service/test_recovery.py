@@ -11,25 +11,22 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
 from tests.conftest import NEW_ENV, OLD_ENV
-from tests.fakes.runtime import DIRECTIVE
+from tests.fakes.runtime import DIRECTIVE, fake_sleep
 from tests.service.stack import (
     Backend,
+    OwnRedis,
     Stack,
     dump,
     founding_body,
-    free_port,
     sleeping_script,
 )
 
@@ -50,12 +47,6 @@ def fake_stack(backend: Backend, tmp_path: Path) -> Iterator[Stack]:
     running = Stack(backend, fake_home(tmp_path), **FAKE)
     yield running
     running.close()
-
-
-def fake_sleep(seconds: float, tag: str) -> dict[str, Any]:
-    """A script case that the FakeRuntime ends as ok after `seconds`."""
-    return {"title": f"sleep {seconds} {tag}",
-            "script": f"{DIRECTIVE} {json.dumps({'sleep': seconds})}\n# {tag}\nprint('done')\n"}
 
 
 def claimer_pid(run: dict[str, Any]) -> int:
@@ -171,38 +162,6 @@ def check_recovered(stack: Stack, job_id: str, before: dict[str, Any]) -> None:
     assert len(stack.result_rows(job_id)) == len(done["runs"])
     after = finished_results(stack, job_id)
     assert {k: after[k] for k in before} == before
-
-
-class OwnRedis:
-    """A redis-server of our own, without persistence: a restart empties it."""
-
-    def __init__(self, workdir: Path) -> None:
-        server = shutil.which("redis-server")
-        if server is None:
-            pytest.fail("redis-server is not installed")
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.args = [server, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                     "--appendonly", "no", "--dir", str(workdir)]
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        """Start it and wait until it answers."""
-        self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL)
-        client = redis.Redis(port=self.port)
-        for _ in range(200):
-            try:
-                client.ping()
-                return
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise AssertionError("own redis-server did not start")
-
-    def stop(self) -> None:
-        """Stop it (everything in it is lost)."""
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait()
 
 
 @pytest.fixture

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from tests.cli.test_extract_reduce import PASSES_STEP, founding_steps
+from tests.cli.founding_reduction import PASSES_STEP, founding_steps
 from tests.conftest import NEW_ENV, OLD_ENV, REPO
 from tests.service.stack import Stack, dump
-from tvmrepro.narrowing_jobs import narrowing
-from worker.reduction import CANCELLED, source_lines
+from tvmrepro.jobs.narrow.steps import narrowing
+from worker.narrowing.reduction import CANCELLED, source_lines
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(900)]
 ONE_BACKEND = pytest.mark.parametrize("backend", ["redis+postgres"], indirect=True)

@@ -24,8 +24,8 @@ from tests.conftest import NEW_ENV, OLD_ENV, REPO
 from tests.service.browser import script_errors, start_browser, wait_for
 from tests.service.stack import Stack, dump, make_home, serving
 from tests.tracker.conftest import CORPUS
-from tvmrepro import schema
 from tvmrepro.environments import Environment
+from tvmrepro.store import schema
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(600)]
 # Two reports of one bug (#17348 closed, #20191 open), one fixed in 0.27 but open (#20200),

@@ -15,7 +15,7 @@ import httpx
 import psutil
 import pytest
 
-from tests.conftest import NEW_ENV, OLD_ENV, REPO, shared_case
+from tests.conftest import NEW_ENV, OLD_ENV, REPO, case_path
 from tests.service.stack import free_port, make_home
 from tvmrepro.environments import Environment
 from tvmrepro.liveness import pid_alive
@@ -47,7 +47,7 @@ def test_up_serves_and_runs_with_no_external_service(tmp_path: Path, test_home: 
             assert time.monotonic() < deadline, (home / "up.log").read_text()[-3000:]
             time.sleep(0.3)
         # No --server: the client finds the `up` of its home (up.json), on whatever port it is.
-        proc = subprocess.run([tvmrepro, "run", str(shared_case("tvm-17357/case.json")), "--json"],
+        proc = subprocess.run([tvmrepro, "run", str(case_path("tvm-17357/case.json")), "--json"],
                               env=environ, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
         assert proc.stderr.startswith(f"service {url} (announced by the `tvmrepro up` on this "
@@ -105,7 +105,7 @@ def test_up_serves_an_environment_provisioned_after_it_started(
         assert provisioned.returncode == 0, provisioned.stderr
         # No restart: the running worker takes the new environment's runs within seconds.
         _wait_for(lambda: _workers_of(url).get(NEW_ENV) == 1, 30, home, up)
-        proc = subprocess.run([tvmrepro, "run", str(shared_case("tvm-17357/case.json")),
+        proc = subprocess.run([tvmrepro, "run", str(case_path("tvm-17357/case.json")),
                                "--env", NEW_ENV, "--variant", "fusetir-once", "--json"],
                               env=environ, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
@@ -113,7 +113,7 @@ def test_up_serves_an_environment_provisioned_after_it_started(
         assert [(r["environment"], r["status"], r["stage"]) for r in runs] == [
             (NEW_ENV, "error", "vm_init")], runs
         # `bisect --local` on this home hands its probes to that worker, which serves both.
-        proc = subprocess.run([tvmrepro, "bisect", str(shared_case("tvm-17357/case.json")),
+        proc = subprocess.run([tvmrepro, "bisect", str(case_path("tvm-17357/case.json")),
                                "--local", "--env", OLD_ENV, "--env", NEW_ENV, "--variant",
                                "fusetir-once", "--json"],
                               env=environ, capture_output=True, text=True, timeout=120)
@@ -165,7 +165,7 @@ def _check_extract_local_takes_the_warm_sandboxes(tvmrepro: str, environ: dict[s
         return int(httpx.get(f"{url}/api/v1/jobs").json()["total"])
 
     before = jobs()
-    script = str(shared_case("tvm-17357/original.py"))
+    script = str(case_path("tvm-17357/original.py"))
     proc = subprocess.run([tvmrepro, "extract", script, "--local", "--env", NEW_ENV, "--json"],
                           env=environ, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -178,7 +178,7 @@ def _check_run_local_takes_the_warm_sandboxes(tvmrepro: str, environ: dict[str, 
                                               service_runs: list[dict[str, object]]) -> None:
     """`run --local` on the home of a live `up` runs on its worker (a new job there, the cache
     bypassed, the same answers); with --cold it starts its own sandbox (no job there)."""
-    case = str(shared_case("tvm-17357/case.json"))
+    case = str(case_path("tvm-17357/case.json"))
 
     def jobs() -> int:
         return int(httpx.get(f"{url}/api/v1/jobs").json()["total"])
@@ -220,7 +220,7 @@ def _worker_pid(home: Path) -> int:
 
     store = Store(f"sqlite:///{home / 'tvmrepro.sqlite'}")
     with store.engine.connect() as conn:
-        from tvmrepro import schema
+        from tvmrepro.store import schema
 
         (worker_id,) = conn.execute(schema.workers.select().with_only_columns(
             schema.workers.c.id)).scalars()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import NEW_ENV, OLD_ENV, REPO, shared_case
+from tests.conftest import NEW_ENV, OLD_ENV, REPO, case_path
 from tests.service.browser import (
     artifacts_dir,
     clipboard_read,
@@ -122,7 +122,7 @@ def open_case_page(driver: Any, stack: Stack) -> float:
 def test_founding_case_from_the_page(browser: Any, stack: Stack, artifacts: Path) -> None:
     loads = [open_case_page(browser, stack) for _ in range(5)]
     only_to(browser, stack.url)
-    case_text = shared_case("tvm-17357/case.json").read_text()
+    case_text = case_path("tvm-17357/case.json").read_text()
     paste_into_editor(browser, case_text)
     case = json.loads(case_text)
     wait_for(browser, lambda d: one(d, "#title").get_attribute("value") == case["title"],
@@ -231,7 +231,7 @@ def test_bad_input_names_the_field(browser: Any, stack: Stack) -> None:
 
 
 def test_since_when_posts_a_bisect_job(browser: Any, stack: Stack) -> None:
-    case = json.loads(shared_case("tvm-17357/case.json").read_text())
+    case = json.loads(case_path("tvm-17357/case.json").read_text())
     job = stack.submit({"kind": "run", "case": case, "environments": [OLD_ENV, NEW_ENV]})
     browser.get(f"{stack.url}/jobs/{job['id']}")
     one(browser, "#since-when").click()

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.conftest import NEW_ENV, shared_case
+from tests.conftest import NEW_ENV, case_path
 from tvmrepro.cases import Case, load_case_file
+from tvmrepro.jobs.tracker.importing import import_file
 from tvmrepro.results import Result
-from tvmrepro.tracker.importing import import_file
 
 if TYPE_CHECKING:
     from tvmrepro.environments import Environment
@@ -21,8 +21,8 @@ CORPUS = Path(__file__).parent / "corpus"
 
 
 def founding_case() -> Case:
-    """apache/tvm#17357's case (../shared/cases), a report of its own."""
-    return load_case_file(shared_case("tvm-17357/case.json"))
+    """apache/tvm#17357's case (tests/cases/tvm-17357), a report of its own."""
+    return load_case_file(case_path("tvm-17357/case.json"))
 
 
 def segfault_case() -> Case:

@@ -6,16 +6,16 @@ import time
 import uuid
 from pathlib import Path
 
+from tvmrepro.api.views import JobView
 from tvmrepro.cases import Case
 from tvmrepro.environments import default_catalog
+from tvmrepro.jobs.settling import finish_run
 from tvmrepro.lifecycle import RunState, cache_key
-from tvmrepro.models import JobView
 from tvmrepro.queue import make_celery
 from tvmrepro.results import Result
-from tvmrepro.rows import JobRow, RunRow
 from tvmrepro.settings import Settings
-from tvmrepro.settling import finish_run
 from tvmrepro.store import Store
+from tvmrepro.store.rows import JobRow, RunRow
 
 
 def stored_job(store: Store, case: Case, results: list[Result]) -> str:

@@ -17,20 +17,20 @@ from tests.conftest import NEW_ENV
 from tests.service.stack import Backend, Stack, make_home
 from tests.tracker.conftest import founding_case, segfault_case
 from tests.tracker.stored_jobs import job_view, stored_job
+from tvmrepro.api.narrowed import Extraction, Reduction
+from tvmrepro.api.views import JobView, Matrix, RunView
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
-from tvmrepro.lifecycle import JobStatus, RunState
-from tvmrepro.models import JobView, Matrix, RunView
-from tvmrepro.narrowed import Extraction, Reduction
-from tvmrepro.results import Result
-from tvmrepro.tracker.export_test import (
+from tvmrepro.jobs.tracker.export_test import (
     chosen_case,
     export_test,
     known_bug_test,
     known_failure,
     message_pattern,
 )
+from tvmrepro.lifecycle import JobStatus, RunState
+from tvmrepro.results import Result
 
 
 def test_the_failure_a_signature_stands_for() -> None:

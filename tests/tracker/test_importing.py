@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from cli.cli import main
-from cli.tracker import read_reports
-from tests.conftest import shared_case
+from cli.commands.tracker import read_reports
+from tests.conftest import case_path
 from tvmrepro.errors import BadInput
-from tvmrepro.tracker.importing import ImportedReport, import_body, import_export, import_file
+from tvmrepro.jobs.tracker.importing import ImportedReport, import_body, import_export, import_file
 
 CORPUS = Path(__file__).parent / "corpus" / "issues.json"
 
@@ -192,7 +192,7 @@ def test_module_mode_where_the_script_is_a_module_passes_and_a_build(
     with_module = {n: r.module_case for n, r in corpus.items() if r.module_case is not None}
     assert set(with_module) == {17357, 17406}
     # #17357's script is the founding case's first variant: its module, passes and opt_level.
-    founding = json.loads(shared_case("tvm-17357/case.json").read_text())
+    founding = json.loads(case_path("tvm-17357/case.json").read_text())
     case = with_module[17357]
     assert case["variants"][0]["passes"] == [{"name": p} for p in founding["variants"][0]["passes"]]
     assert (case["module"], case["opt_level"], case["target"]) == ("Module", 4, "llvm")

@@ -11,18 +11,19 @@ import pytest
 from click.testing import CliRunner
 
 from cli.cli import main
-from cli.tracker import known_here, record_known_issues
+from cli.commands.tracker import known_here, record_known_issues
 from tests.conftest import NEW_ENV
 from tests.service.stack import Backend, Stack, make_home
 from tests.tracker.conftest import founding_case, segfault_case
 from tests.tracker.stored_jobs import job_view, stored_job
-from tvmrepro.report import render_report
+from tvmrepro.api.issues import KnownIssue
+from tvmrepro.jobs.report import render_report
+from tvmrepro.jobs.tracker.importing import ImportedReport, import_file
+from tvmrepro.jobs.tracker.known import known_issues, likely_duplicates
+from tvmrepro.jobs.tracker.triage import TriageAnswer, TriageRun, triage
 from tvmrepro.results import Result
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store, open_store
-from tvmrepro.tracker.importing import ImportedReport, import_file
-from tvmrepro.tracker.known import KnownIssue, known_issues, likely_duplicates
-from tvmrepro.tracker.triage import TriageAnswer, TriageRun, triage
 
 CORPUS = Path(__file__).parent / "corpus"
 MEASURED_ENVS = ("tvm-0.25.0-cpu", "tvm-0.26.0-cpu", NEW_ENV)

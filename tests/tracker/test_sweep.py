@@ -9,16 +9,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from cli.sweep import sweep
+from cli.commands.sweep import sweep
 from tests.conftest import NEW_ENV, OLD_ENV
 from tests.tracker.conftest import CORPUS, segfault_case
 from tests.tracker.stored_jobs import stored_job
 from tvmrepro.environments import default_catalog
+from tvmrepro.jobs.tracker.importing import import_file
+from tvmrepro.jobs.tracker.sweep import Change, Outcome, change_of, previous_environment, stored_cases
 from tvmrepro.results import Result
-from tvmrepro.rows import JobRow
 from tvmrepro.store import open_store
-from tvmrepro.tracker.importing import import_file
-from tvmrepro.tracker.sweep import Change, Outcome, change_of, previous_environment, stored_cases
+from tvmrepro.store.rows import JobRow
 
 if TYPE_CHECKING:
     from tvmrepro.environments import Environment

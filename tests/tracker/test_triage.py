@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cli.tracker import print_answer, run_reports
+from cli.commands.tracker import print_answer, run_reports
 from tvmrepro.environments import Environment
-from tvmrepro.tracker.importing import ImportedReport, import_body, import_file
-from tvmrepro.tracker.triage import TriageRun, Verdict, triage, verdict_of
+from tvmrepro.jobs.tracker.importing import ImportedReport, import_body, import_file
+from tvmrepro.jobs.tracker.triage import TriageRun, Verdict, triage, verdict_of
 from worker.runtimes.base import Execution, SandboxJob
 
 if TYPE_CHECKING:

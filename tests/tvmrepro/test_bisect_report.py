@@ -9,12 +9,12 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 
-from tests.tvmrepro.test_bisection import ENVS, observe, result
-from tvmrepro.bisect_report import render_bisect, reproduce_command
-from tvmrepro.bisection import Options, evaluate
+from tests.tvmrepro.observations import ENVS, observe, result
+from tvmrepro.api.views import Bisection, RunView
 from tvmrepro.environments import Catalog
+from tvmrepro.jobs.bisect.logic import Options, evaluate
+from tvmrepro.jobs.bisect.report import render_bisect, reproduce_command
 from tvmrepro.lifecycle import RunState
-from tvmrepro.models import Bisection, RunView
 
 
 def section_of(found: dict[str, Any]) -> list[str]:

@@ -6,29 +6,12 @@ from typing import Any
 
 import pytest
 
-from tvmrepro.bisection import Observation, Options, evaluate, initial_probes
+from tests.tvmrepro.job_views import job_of
+from tests.tvmrepro.observations import ENVS, observe, result
 from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
-from tvmrepro.oracles import Verdict, judge, parse_oracle
-
-ENVS = [f"e{n}" for n in range(8)]
-
-
-def result(status: str, signature: str | None = None, **extra: Any) -> dict[str, Any]:
-    """A run's result summary as the store holds it."""
-    if signature is None and status not in ("ok", "incompatible"):
-        signature = f"{status}: something"
-    return {"status": status, "stage": None if status == "ok" else "vm_init",
-            "signature": signature, **extra}
-
-
-def observe(results: dict[str, list[dict[str, Any]] | dict[str, Any]]) -> list[Observation]:
-    """Observations of finished runs: env -> result (or a list of repeats)."""
-    found = []
-    for env, value in results.items():
-        for n, res in enumerate(value if isinstance(value, list) else [value]):
-            found.append(Observation(env, f"{env}-{n}", res))
-    return found
+from tvmrepro.jobs.bisect.logic import Options, evaluate, initial_probes
+from tvmrepro.jobs.oracles import Verdict, judge, parse_oracle
 
 
 def bisect_all(results: dict[str, Any], oracle: str = "failure", **options: Any) -> dict[str, Any]:
@@ -195,9 +178,8 @@ def test_releases_the_range_left_out_are_named_not_hidden() -> None:
 
 
 def test_the_report_says_changed_between_when_releases_were_left_out() -> None:
-    from tests.tvmrepro.test_report import job_of
-    from tvmrepro.models import Bisection
-    from tvmrepro.report import conclusion
+    from tvmrepro.api.views import Bisection
+    from tvmrepro.jobs.report import conclusion
 
     served = ["tvm-0.25.0.post1-cpu", "tvm-0.26.0-cpu", "tvm-0.27.0.post1-cpu"]
     found, _ = evaluate(Options(served, "v", "failure"), observe(

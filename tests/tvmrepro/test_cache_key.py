@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import NEW_ENV, OLD_ENV, shared_case
+from tests.conftest import NEW_ENV, OLD_ENV, case_path
 from tvmrepro import lifecycle
 from tvmrepro.cases import Case, parse_case
 from tvmrepro.environments import Environment, default_catalog
@@ -21,7 +21,7 @@ from tvmrepro.lifecycle import cache_key, harness_digest
 @pytest.fixture
 def founding() -> dict[str, Any]:
     """The founding case as data (two variants)."""
-    data: dict[str, Any] = json.loads(shared_case("tvm-17357/case.json").read_text())
+    data: dict[str, Any] = json.loads(case_path("tvm-17357/case.json").read_text())
     return data
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tvmrepro.comparisons import (
+from tvmrepro.api.views import CellRef, PassIR
+from tvmrepro.jobs.comparisons import (
     MAX_DIFF_CHARS,
     compare,
     first_difference,
@@ -12,8 +13,7 @@ from tvmrepro.comparisons import (
     passes_of,
 )
 from tvmrepro.lifecycle import RunState
-from tvmrepro.models import CellRef, PassIR
-from tvmrepro.rows import JobRow, RunRow
+from tvmrepro.store.rows import JobRow, RunRow
 
 
 def stored(*irs: str) -> list[dict[str, Any]]:

@@ -13,11 +13,8 @@ from typing import Any
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from tvmrepro.bisect_report import render_bisect
-from tvmrepro.environments import default_catalog
-from tvmrepro.escaping import code_block, code_span, table_cell, visible, visible_line
-from tvmrepro.lifecycle import JobStatus, RunState
-from tvmrepro.models import (
+from tvmrepro.api.narrowed import Extraction, Reduction
+from tvmrepro.api.views import (
     Bisection,
     Cell,
     CellRef,
@@ -28,9 +25,12 @@ from tvmrepro.models import (
     RunView,
     SignatureGroup,
 )
-from tvmrepro.narrowed import Extraction, Reduction
-from tvmrepro.reduce_report import render_extract, render_reduce
-from tvmrepro.report import render_report
+from tvmrepro.environments import default_catalog
+from tvmrepro.escaping import code_block, code_span, table_cell, visible, visible_line
+from tvmrepro.jobs.bisect.report import render_bisect
+from tvmrepro.jobs.narrow.report import render_extract, render_reduce
+from tvmrepro.jobs.report import render_report
+from tvmrepro.lifecycle import JobStatus, RunState
 from tvmrepro.reproducer import reproducer
 
 TERMINAL = "\x1b]0;title\x07 \x1b[2J \x1b]52;c;ZXZpbA==\x07 \x1b[8mhidden\x1b[0m \x9b31m"

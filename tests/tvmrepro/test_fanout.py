@@ -9,7 +9,7 @@ import pytest
 from tvmrepro.cases import Case, parse_case
 from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
-from tvmrepro.fanout import fan_out
+from tvmrepro.jobs.fanout import fan_out
 
 OLD, NEW, OTHER = (default_catalog().get(i) for i in
                    ("tvm-0.25.0-cpu", "tvm-0.27.0.post1-cpu", "tvm-0.26.0-cpu"))

@@ -1,6 +1,6 @@
 """A history read from a git repository and from a commit index says the same: a small repository
 made here with real git (main, and a release branch with a cherry-pick), and the index a reader
-of the shared format writes for it (what each commit changed, written out by hand)."""
+of the index format writes for it (what each commit changed, written out by hand)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 from tvmrepro.errors import BadInput
 from tvmrepro.history import GitHistory, IndexHistory, open_history, window
-from tvmrepro.suspects import Evidence, rank
+from tvmrepro.jobs.bisect.suspects import Evidence, rank
 
 # Each main commit: subject, files written (path -> text), and what the index says it changed.
 MAIN = [
@@ -137,7 +137,7 @@ def test_a_history_that_fails_costs_the_suspects_only(made: dict[str, Any],
                                                       tmp_path: Path) -> None:
     import shutil
 
-    from tvmrepro.bisect_suspects import annotate
+    from tvmrepro.jobs.bisect.windows import annotate
 
     broken = tmp_path / "broken"
     shutil.copytree(made["repo"], broken)

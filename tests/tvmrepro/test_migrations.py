@@ -18,9 +18,8 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from tvmrepro import migrations
-from tvmrepro import schema as t
-from tvmrepro.store import Store, open_store
+from tvmrepro.store import Store, migrations, open_store
+from tvmrepro.store import schema as t
 
 # The tables of a store made before migrations existed by a schema.py that already had
 # workers.building (metadata.create_all of today's tables): revision 0004 finds its column there.

@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
+from tvmrepro.api.narrowed import Extraction, Reduction
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
-from tvmrepro.narrowed import Extraction, Reduction
-from tvmrepro.narrowing import NarrowingRow, NarrowOptions, answer, make_options
+from tvmrepro.jobs.narrow.logic import NarrowingRow, NarrowOptions, answer, make_options
 
 MODULE = {"source": "@I.ir_module\nclass Module:\n    pass\n", "module": "Module",
           "variants": [{"name": "a", "passes": ["FuseTIR"]}, {"name": "b", "passes": []}],

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.cli.test_cli_local import run_json
-from tests.conftest import NEW_ENV, OLD_ENV, shared_case
+from tests.cli.command_line import run_json
+from tests.conftest import NEW_ENV, OLD_ENV, case_path
 from tvmrepro.environments import Environment
 from tvmrepro.outputs import compare_outputs
 
@@ -51,7 +51,7 @@ def test_nan_equals_nan_and_no_outputs_is_no_answer() -> None:
 @pytest.mark.tvm
 def test_real_outputs_of_two_releases_agree(tmp_path: Path, test_home: Path,
                                             tvm_envs: dict[str, Environment]) -> None:
-    case = json.loads(shared_case("cuda-matmul-relu/case.json").read_text())
+    case = json.loads(case_path("cuda-matmul-relu/case.json").read_text())
     case.update(target="llvm", title="matmul + relu on the CPU")
     path = tmp_path / "case.json"
     path.write_text(json.dumps(case))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tvmrepro.narrowed import Extraction, Reduction
-from tvmrepro.reduce_report import render_extract, render_reduce, reproduce_command
+from tvmrepro.api.narrowed import Extraction, Reduction
+from tvmrepro.jobs.narrow.report import render_extract, render_reduce, reproduce_command
 
 SOURCE = "from tvm.script import relax as R\n\n@I.ir_module\nclass Module:\n    pass\n"
 REDUCED = {

@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.cli.test_cli_local import MISSING_FUNCTION
-from tests.conftest import NEW_ENV, OLD_ENV, shared_case
-from tests.harness.test_reproducer import run_standalone
+from tests.conftest import MISSING_FUNCTION, NEW_ENV, OLD_ENV, case_path
+from tests.harness.standalone import run_standalone
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import Environment
 from tvmrepro.reproducer import reproducer
@@ -30,7 +29,7 @@ def made_here(case: dict[str, Any], env: Environment, variant: str,
 def test_the_founding_script_fails_the_same_way(settings: Settings, tmp_path: Any,
                                                 tvm_envs: dict[str, Environment],
                                                 warm_runtime: LocalRuntime) -> None:
-    case = json.loads(shared_case("tvm-17357/case.json").read_text())
+    case = json.loads(case_path("tvm-17357/case.json").read_text())
     for env_id in (OLD_ENV, NEW_ENV):
         env = tvm_envs[env_id]
         result = run_variant(parse_case(case), "fusetir-once", env, warm_runtime)
@@ -43,7 +42,7 @@ def test_the_founding_script_fails_the_same_way(settings: Settings, tmp_path: An
 def test_an_entry_call_computes_the_runs_output(settings: Settings, tmp_path: Any,
                                                 tvm_envs: dict[str, Environment],
                                                 warm_runtime: LocalRuntime) -> None:
-    case = json.loads(shared_case("cuda-matmul-relu/case.json").read_text())
+    case = json.loads(case_path("cuda-matmul-relu/case.json").read_text())
     case.update(target="llvm")
     env = tvm_envs[NEW_ENV]
     variant = case["variants"][0]["name"]

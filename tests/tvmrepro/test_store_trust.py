@@ -13,22 +13,22 @@ import pytest
 import sqlalchemy as sa
 
 from tests.conftest import NEW_ENV, OLD_ENV
-from tests.tvmrepro.test_store import CAP, never_gone, new_job, result, two_variant_job
-from tests.worker.test_reduction import FakeReducingRuntime, fake_case
-from tvmrepro import schema as t
-from tvmrepro.bisect_jobs import advance, start, stepper
-from tvmrepro.bisection import make_options
+from tests.fakes.reducing_runtime import FakeReducingRuntime, fake_case
+from tests.tvmrepro.job_rows import CAP, never_gone, new_job, result, two_variant_job
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import default_catalog
-from tvmrepro.oracles import OracleTooSlow, Verdict, judge, parse_oracle
+from tvmrepro.jobs.bisect.logic import make_options
+from tvmrepro.jobs.bisect.steps import advance, start, stepper
+from tvmrepro.jobs.oracles import OracleTooSlow, Verdict, judge, parse_oracle
+from tvmrepro.jobs.settling import finish_run, settle
+from tvmrepro.jobs.symbols import MAX_SYMBOLS
 from tvmrepro.results import Result, Status
-from tvmrepro.rows import JobRow
-from tvmrepro.settling import finish_run, settle
 from tvmrepro.store import Store
-from tvmrepro.store_bisections import BisectionUpdate
-from tvmrepro.symbols import MAX_SYMBOLS
-from worker.reduction import Options as ReduceOptions
-from worker.reduction import reduce_case
+from tvmrepro.store import schema as t
+from tvmrepro.store.bisections import BisectionUpdate
+from tvmrepro.store.rows import JobRow
+from worker.narrowing.reduction import Options as ReduceOptions
+from worker.narrowing.reduction import reduce_case
 from worker.runtimes.base import Execution, SandboxJob
 
 
@@ -139,25 +139,35 @@ def test_the_oracle_is_judged_without_the_write_lock(store: Store, pattern: str)
     assert stored is not None and stored["result"] == found and stored["seen"] == 2
 
 
+def timed_write(store: Store) -> float:
+    """Seconds one other user's submission takes, from submit to its stored result."""
+    started = time.monotonic()
+    finished(store, "other", result(Status.OK))
+    return time.monotonic() - started
+
+
 def test_other_writers_are_answered_while_a_catastrophic_oracle_is_judged(store: Store) -> None:
+    # The same writes alone first, on this machine as loaded as it is now: the yardstick.
+    alone = max(timed_write(store) for _ in range(5))
     job_id = bisect_job(store, "regex:(a|aa)+$")
     judging = threading.Thread(target=lambda: [advance(store, job_id, default_catalog())
                                                for _ in range(3)])
     judging.start()
     waits = []
     while judging.is_alive():  # other users' submissions meanwhile, each answered at once
-        started = time.monotonic()
-        finished(store, "other", result(Status.OK))
-        waits.append(time.monotonic() - started)
+        waits.append(timed_write(store))
     judging.join()
-    assert waits and max(waits) < 1.0, waits
+    # A writer that waited for the judging would wait as long as the pattern runs without its
+    # budget (30 s on LONG_LOG); one answered beside it costs a few of its writes alone (the
+    # judging shares the cores, and Python's lock, between its budgeted matches).
+    assert waits and max(waits) < 1.0 + 10 * alone, (waits, alone)
     bisected = store.bisection(job_id)
     assert bisected is not None and bisected["result"]["oracle_error"]
 
 
 def test_a_reduction_s_oracle_over_its_budget_is_an_error_naming_it() -> None:
     # The reducer judges each candidate with `judge`: over its budget, the reduction ends with
-    # this error (worker/narrowing.py stores it as the job's answer).
+    # this error (worker/narrowing/run.py stores it as the job's answer).
     oracle = parse_oracle("regex:(a+)+$")
     with pytest.raises(OracleTooSlow, match=r"^oracle: regex:\(a\+\)\+\$ took longer"):
         judge(oracle, {"status": "error", "message": "", "log_text": LONG_LOG}, None)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 from typing import Any, cast
 
-from tests.tvmrepro.test_store import CAP, never_gone, new_job
+from tests.tvmrepro.job_rows import CAP, never_gone, new_job
+from tvmrepro.jobs.stored_ir import JOB_IR_NOT_KEPT, within_job_ir_cap
 from tvmrepro.results import Result, Status
 from tvmrepro.settings import JOB_IR_CAP, Settings
 from tvmrepro.store import Store
-from tvmrepro.stored_ir import JOB_IR_NOT_KEPT, job_ir_chars, within_job_ir_cap
 from worker import tasks
 
 JOB_CAP = 1000
@@ -51,8 +51,8 @@ def test_past_the_jobs_cap_a_runs_ir_is_not_stored(store: Store) -> None:
     assert (dropped["status"], dropped["stage"], dropped["message"]) == ("error", "pass:1:P1",
                                                                          "boom")
     assert [p["name"] for p in dropped["passes"]] == ["P0", "P1"]
-    assert job_ir_chars(store, job.id) == 1000 + 2 * len(marker)
-    assert job_ir_chars(store, other_job.id) == 900
+    assert store.job_ir_chars(job.id) == 1000 + 2 * len(marker)
+    assert store.job_ir_chars(other_job.id) == 900
 
 
 def test_the_worker_stores_a_runs_ir_within_its_jobs_cap(store: Store) -> None:

@@ -1,4 +1,4 @@
-"""Suspects of real release transitions, ranked with the shared commit index (no TVM runs).
+"""Suspects of real release transitions, ranked with tests/history's commit index (no TVM runs).
 
 tests/tvmrepro/real_transitions.json holds each real behaviour change the bisection tests find
 (tests/cases/*/NOTES.md trace its PR), the commits of the releases' wheels, and the stored
@@ -13,13 +13,11 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import HISTORY_INDEX, REPO
-from tvmrepro.bisect_suspects import annotate
-from tvmrepro.history import IndexHistory
-from tvmrepro.suspects import case_terms, evidence, frames_of, short_function
+from tests.conftest import REPO
+from tests.tvmrepro.job_rows import CAP, never_gone
+from tests.tvmrepro.transitions import INDEX, STORED, bisected, suspects_of
+from tvmrepro.jobs.bisect.suspects import case_terms, evidence, frames_of, short_function
 
-INDEX = HISTORY_INDEX
-STORED = json.loads((Path(__file__).parent / "real_transitions.json").read_text())
 # case, transition -> the true PR's rank (README's table): first, except where said.
 EXPECTED_RANK = {
     ("relax-max-0d-tensor", "tvm-0.25.0rc1-cpu"): 1,
@@ -30,27 +28,6 @@ EXPECTED_RANK = {
     ("relax-fusetir-decl-buffer-alias", "tvm-0.26.0rc0-cpu"): 3,  # no single named fix
     ("relax-attention-symbolic-batch", "tvm-0.25.0rc1-cpu"): 1,  # added after the weights
 }
-
-
-def bisected(stored: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """A bisect object with the stored transition, and each side's first run."""
-    found = {"variant": stored["variant"], "transitions": [
-        {"before": stored["before"], "after": stored["after"], "from": stored["from"],
-         "to": stored["to"], "candidates": []}]}
-    runs = {env: {"status": "ok", "tvm": {"commit": STORED["commits"][env]}}
-            for env in (stored["before"], stored["after"])}
-    if stored["failing"] is not None:
-        runs[stored["failing"]["environment"]] = stored["failing"]
-    return found, runs
-
-
-def suspects_of(stored: dict[str, Any]) -> dict[str, Any]:
-    """The transition as `annotate` leaves it, with the shared index as the history."""
-    found, runs = bisected(stored)
-    case = json.loads((REPO / "tests" / "cases" / stored["case"] / "case.json").read_text())
-    annotate(found, runs.get, case, IndexHistory(INDEX))
-    change: dict[str, Any] = found["transitions"][0]
-    return change
 
 
 def true_rank(change: dict[str, Any], prs: list[int]) -> int | None:
@@ -152,16 +129,15 @@ def test_a_bisect_job_stores_its_windows_and_suspects(tmp_path: Path,
     import time
     import uuid
 
-    from tests.tvmrepro.test_store import CAP, never_gone
-    from tvmrepro import bisect_suspects
-    from tvmrepro.bisect_jobs import advance, start
-    from tvmrepro.bisection import make_options
+    from tvmrepro.api.views import Bisection
     from tvmrepro.cases import parse_case
     from tvmrepro.environments import default_catalog
-    from tvmrepro.models import Bisection
+    from tvmrepro.jobs.bisect import windows as bisect_suspects
+    from tvmrepro.jobs.bisect.logic import make_options
+    from tvmrepro.jobs.bisect.steps import advance, start
     from tvmrepro.results import Result
-    from tvmrepro.rows import JobRow
     from tvmrepro.store import Store
+    from tvmrepro.store.rows import JobRow
 
     monkeypatch.setenv("TVMREPRO_TVM_HISTORY", str(INDEX))
     bisect_suspects._opened.cache_clear()

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
-from tests.tvmrepro.test_suspects import STORED, suspects_of
-from tvmrepro.bisect_report import render_bisect
+from tests.tvmrepro.transitions import STORED, suspects_of
+from tvmrepro.api.views import Bisection
 from tvmrepro.environments import Catalog
-from tvmrepro.models import Bisection
+from tvmrepro.jobs.bisect.report import render_bisect
 
 
 def report_of(*changes: dict[str, Any]) -> str:
@@ -62,7 +62,7 @@ def test_a_reason_quoting_the_case_stays_code() -> None:
 
 def test_the_command_lists_the_window_and_three_suspects_below_its_table(
         capsys: pytest.CaptureFixture[str]) -> None:
-    from cli.bisect import show_bisect
+    from cli.commands.bisect import show_bisect
 
     change = suspects_of(STORED["transitions"][2])
     found = {"probes": [], "transitions": [change], "verdict": "changed", "oracle": "output",

@@ -6,10 +6,9 @@ from typing import Any
 
 import pytest
 
-from tests.cli.test_cli_local import MISSING_FUNCTION
-from tests.conftest import NEW_ENV, OLD_ENV
-from tvmrepro.symbols import symbol_traces, trace
-from tvmrepro.traced import SymbolTrace
+from tests.conftest import MISSING_FUNCTION, NEW_ENV, OLD_ENV
+from tvmrepro.api.traced import SymbolTrace
+from tvmrepro.jobs.symbols import symbol_traces, trace
 
 
 @pytest.mark.tvm

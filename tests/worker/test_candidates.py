@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from worker import candidates
+from worker.narrowing import candidates
 
 MODULE = '''from tvm.script import ir as I
 from tvm.script import relax as R

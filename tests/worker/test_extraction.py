@@ -8,7 +8,7 @@ import pytest
 
 from tvmrepro.cases import parse_case
 from tvmrepro.results import Result, Status
-from worker.extraction import CannotExtract, case_from_steps, chain
+from worker.narrowing.extraction import CannotExtract, case_from_steps, chain
 
 SCRIPT = parse_case({"title": "repro.py", "script": "print(1)", "timeout_s": 60})
 

@@ -87,7 +87,7 @@ def test_its_fingerprint_is_the_recorded_one_and_only_recorded_environments_have
 @pytest.mark.tvm
 def test_the_recorded_fingerprints_are_the_real_environments(
         tvm_envs: dict[str, Environment], settings: Settings) -> None:
-    from worker.provision import provision
+    from worker.environments.provision import provision
 
     recorded = json.loads(FINGERPRINTS.read_text())
     for env_id in RECORDED:

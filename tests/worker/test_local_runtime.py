@@ -6,13 +6,14 @@ The runs take warm sandboxes (a pool kept by one runtime for the module), as a w
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import NEW_ENV
+from tests.fixtures.hostile_scripts import HOSTILE, HOSTILE_TIMEOUT_S, hostile_timeout_s
+from tests.worker.sandboxes import processes_of, run_warm
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import Environment
 from tvmrepro.results import Result
@@ -21,34 +22,6 @@ from worker.runner import run_variant
 from worker.runtimes.local import LocalRuntime
 
 pytestmark = pytest.mark.tvm
-
-HOSTILE = {
-    "segfault": ("import ctypes\nctypes.string_at(0)\n", "crash"),
-    "busy_loop": ("while True:\n    pass\n", "timeout"),
-    "sleep_forever": ("import time\ntime.sleep(10**9)\n", "timeout"),
-    # Refused by the address-space limit with nothing allocated: an error, not an `oom`.
-    "alloc_64_gib": ("import numpy as np\nx = np.ones(64 * 2**30, dtype=np.uint8)\n", "error"),
-    "fork_bomb": (
-        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
-        "timeout",
-    ),
-    "connect_loopback": (
-        "import socket\nsocket.create_connection(('127.0.0.1', 6379), timeout=5)\n",
-        "error",
-    ),
-    "stdout_flood_100mb": (
-        "import sys\nfor _ in range(100):\n    sys.stdout.write('x' * (1 << 20))\n",
-        "ok",
-    ),
-    "write_etc": ("open('/etc/tvmrepro-was-here', 'w').write('x')\n", "error"),
-}
-HOSTILE_TIMEOUT_S = 6
-
-
-def hostile_timeout_s(expected: str) -> int:
-    """The time limit of a hostile case: short for the cases that only end by it, generous for
-    those that end alone (a 100 MB flood on a loaded machine takes longer than 6 s)."""
-    return HOSTILE_TIMEOUT_S if expected == "timeout" else 10 * HOSTILE_TIMEOUT_S
 
 
 @pytest.fixture(scope="module")
@@ -62,15 +35,7 @@ def runtime(tvm_envs: dict[str, Environment], settings: Settings) -> Iterator[Lo
 
 def run_script(script: str, env: Environment, runtime: LocalRuntime, **limits: int) -> Result:
     """Run a script-mode case in a warm local sandbox (waiting for one to be ready)."""
-    from tests.worker.test_warm_sandboxes import run_warm
-
     return run_warm(runtime, env, script, **limits)
-
-
-def processes_of(uid: int) -> list[str]:
-    """Processes still running as a run's sandbox uid (there should be none after the run)."""
-    out = subprocess.run(["ps", "-eo", "uid,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if line.split(None, 1)[0] == str(uid)]
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))

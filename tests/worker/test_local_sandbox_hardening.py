@@ -7,20 +7,19 @@ command line carries no host path, and the root holds only the system's programs
 
 from __future__ import annotations
 
-import os
 import platform
 from collections.abc import Iterator
 
 import pytest
 
 from tests.conftest import NEW_ENV, REPO
+from tests.worker.sandboxes import needs_bubblewrap, run_warm
 from tvmrepro.environments import Environment
 from tvmrepro.results import Result
 from tvmrepro.settings import Settings
 from worker.runtimes.local import LocalRuntime
 
-pytestmark = [pytest.mark.tvm,
-              pytest.mark.skipif(os.geteuid() != 0, reason="bubblewrap runs only as root")]
+pytestmark = pytest.mark.tvm
 
 ADD_KEY = {"x86_64": 248, "aarch64": 217}
 
@@ -29,8 +28,7 @@ ADD_KEY = {"x86_64": 248, "aarch64": 217}
 def runtime(tvm_envs: dict[str, Environment], settings: Settings) -> Iterator[LocalRuntime]:
     """One local runtime keeping a sandbox of NEW_ENV warm."""
     local = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 1}))
-    if local.bwrap is None:
-        pytest.skip("bubblewrap is not installed")
+    needs_bubblewrap(local)
     local.prewarm([tvm_envs[NEW_ENV]])
     yield local
     local.close()
@@ -38,8 +36,6 @@ def runtime(tvm_envs: dict[str, Environment], settings: Settings) -> Iterator[Lo
 
 def run(script: str, runtime: LocalRuntime, tvm_envs: dict[str, Environment]) -> Result:
     """Run a script case in a warm sandbox; it must end ok."""
-    from tests.worker.test_warm_sandboxes import run_warm
-
     result = run_warm(runtime, tvm_envs[NEW_ENV], script)
     assert result.status == "ok", (result.message, result.log.stderr[-2000:])
     return result

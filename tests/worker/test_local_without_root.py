@@ -2,8 +2,11 @@
 
 Bubblewrap and `unshare` need root here, so a worker of another user runs the
 case under rlimits only and says so in each result's `isolation` (README,
-"Resource limits"). The choice is made as a real unprivileged user; the run under
-that choice uses the root-owned test home's TVM, with the same two tools absent.
+"Resource limits"). The choice is made by a real unprivileged user: as root (CI),
+a forked child that drops to nobody first; as another user, that user. The runs
+under that choice use the test home's TVM, which only its owner may reach (it
+lives under root's home in CI): they run as the suite's user, the two tools taken
+away as the choice takes them.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import NEW_ENV
+from tests.fixtures.ci import cannot_run
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import Environment
 from tvmrepro.settings import Settings
@@ -28,38 +32,41 @@ from worker.runtimes.local import LocalRuntime
 NOBODY = 65534
 
 
-def _choose_as_nobody(home: str, answer: Any) -> None:
-    """In a forked child: become the unprivileged user, then let the runtime choose."""
-    os.setgroups([])
-    os.setgid(NOBODY)
-    os.setuid(NOBODY)
+def _choose_unprivileged(home: str, answer: Any) -> None:
+    """In a forked child: become the unprivileged user (from root), then let the runtime choose."""
+    if os.geteuid() == 0:
+        os.setgroups([])
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
     runtime = LocalRuntime(Settings.from_env({"TVMREPRO_HOME": home}))
     answer.send((os.geteuid(), runtime.bwrap, runtime.unshare, runtime.isolation()))
 
 
 @pytest.fixture
-def nobody_home() -> Iterator[Path]:
-    """A TVMREPRO_HOME the unprivileged user owns (pytest's tmp_path is root's alone)."""
-    if os.geteuid() != 0:
-        pytest.skip("switching to an unprivileged user needs root")
-    home = Path(tempfile.mkdtemp(prefix="tvmrepro-nobody-"))
-    os.chown(home, NOBODY, NOBODY)
+def unprivileged_home() -> Iterator[Path]:
+    """A TVMREPRO_HOME the unprivileged user owns (as root: nobody's; pytest's tmp_path is
+    root's alone)."""
+    home = Path(tempfile.mkdtemp(prefix="tvmrepro-unprivileged-"))
+    if os.geteuid() == 0:
+        os.chown(home, NOBODY, NOBODY)
     yield home
     shutil.rmtree(home, ignore_errors=True)
 
 
-def test_not_as_root_the_runtime_chooses_rlimits_on_the_host_network(nobody_home: Path) -> None:
-    assert shutil.which("bwrap") and shutil.which("unshare")  # present: only the user decides
+def test_not_as_root_the_runtime_chooses_rlimits_on_the_host_network(
+        unprivileged_home: Path) -> None:
+    if not (shutil.which("bwrap") and shutil.which("unshare")):  # present: only the user decides
+        cannot_run("bubblewrap or unshare is not installed (scripts/bootstrap installs them)")
     # The interpreter lives under root's home, out of reach of another user: fork, then
     # drop privileges in the child, with the runtime's code already loaded.
     context = multiprocessing.get_context("fork")
     receive, send = context.Pipe(duplex=False)
-    child = context.Process(target=_choose_as_nobody, args=(str(nobody_home), send))
+    child = context.Process(target=_choose_unprivileged, args=(str(unprivileged_home), send))
     child.start()
     child.join(60)
     assert child.exitcode == 0 and receive.poll(), "the unprivileged child gave no answer"
     euid, bwrap, unshare, isolation = receive.recv()
-    assert euid == NOBODY
+    assert euid != 0 and euid == (NOBODY if os.geteuid() == 0 else os.geteuid())
     assert (bwrap, unshare) == (None, None)
     assert (isolation["sandbox"], isolation["network"]) == ("rlimits", "host")
 

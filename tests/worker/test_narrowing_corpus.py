@@ -16,8 +16,8 @@ import pytest
 from tests.conftest import NEW_ENV, REPO
 from tvmrepro.cases import load_case_file, parse_case
 from tvmrepro.environments import Environment
-from worker.extraction import extract
-from worker.reduction import Options, reduce_case
+from worker.narrowing.extraction import extract
+from worker.narrowing.reduction import Options, reduce_case
 from worker.runner import run_variant
 from worker.runtimes.local import LocalRuntime
 

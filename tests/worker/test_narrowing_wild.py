@@ -22,9 +22,9 @@ from tests.conftest import NEW_ENV, OLD_ENV, REPO
 from tvmrepro.cases import JSON_MODULE_SOURCE, load_case_file, parse_case
 from tvmrepro.environments import Environment
 from tvmrepro.settings import Settings
-from worker.extraction import extract
-from worker.provision import env_python
-from worker.reduction import Options, reduce_case, source_lines
+from worker.environments.provision import env_python
+from worker.narrowing.extraction import extract
+from worker.narrowing.reduction import Options, reduce_case, source_lines
 from worker.runner import run_variant
 from worker.runtimes.local import LocalRuntime
 

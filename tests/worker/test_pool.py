@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.conftest import NEW_ENV, OLD_ENV
-from tests.worker.test_warm_sandboxes import WARM_WAIT_S, wait_warm
+from tests.worker.sandboxes import WARM_WAIT_S, run_warm, wait_warm
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import Environment
 from tvmrepro.errors import RuntimeFault
@@ -21,12 +21,11 @@ from tvmrepro.settings import Settings
 from worker.runner import run_variant
 from worker.runtimes.base import Limits
 from worker.runtimes.local import LocalRuntime
-from worker.runtimes.pool import (
+from worker.runtimes.pool import QUIET_S, WarmPool
+from worker.runtimes.warm import (
     ALWAYS_AT_START,
-    QUIET_S,
     WARM_AT_START_SHARE,
     WARM_SANDBOX_MIB,
-    WarmPool,
     warm_at_start,
 )
 
@@ -48,20 +47,20 @@ def test_a_sandbox_idle_past_the_setting_is_stopped_and_removed(
     try:
         runtime.prewarm([env])
         wait_warm(runtime, env)
-        assert runtime.pool is not None and runtime.zygotes is not None
+        assert runtime.warm.pool is not None and runtime.zygotes is not None
         key = (env.id, Limits.pooled(runtime.settings))
         deadline = time.monotonic() + WARM_WAIT_S
-        (_, sandbox), = runtime.pool.waiting[key]
+        (_, sandbox), = runtime.warm.pool.waiting[key]
         zygote = runtime.zygotes.running[env.id]  # the sandbox was forked by it
         assert sandbox.alive() and zygote.alive() and zygote.rundir.exists()
         # The reaper looks every IDLE_S / 4: gone within a few of its rounds past IDLE_S, the
         # sandbox first, then the zygote (idle as long, none of its sandboxes left).
-        while runtime.pool.count(key) > 0 or runtime.zygotes.running or zygote.rundir.exists():
+        while runtime.warm.pool.count(key) > 0 or runtime.zygotes.running or zygote.rundir.exists():
             assert time.monotonic() < deadline, "the idle sandbox was never reaped"
             time.sleep(0.1)
         assert not sandbox.alive() and sandbox.discarded
         assert not zygote.alive()  # its hold on the build let go too
-        assert runtime.pool.count(key) == 0  # not replaced: nothing asked for one
+        assert runtime.warm.pool.count(key) == 0  # not replaced: nothing asked for one
     finally:
         runtime.close()
 
@@ -74,7 +73,7 @@ def test_reserved_sandboxes_are_taken_once_each_by_runs_with_their_limits(
             runtime.reserve(tvm_envs[env_id], timeout_s=30, memory_mb=1024)
         case = parse_case({"script": "print('hi')\n", "timeout_s": 30, "memory_mb": 1024})
         other_limits = parse_case({"script": "print('hi')\n", "timeout_s": 31, "memory_mb": 1024})
-        reserved = dict(runtime.reserved.waiting)
+        reserved = dict(runtime.warm.reserved.waiting)
         assert len(reserved) == 2
         # Another case's limits do not take a sandbox started for these.
         assert run_variant(other_limits, "script", tvm_envs[NEW_ENV], runtime).isolation["warm"] \
@@ -94,7 +93,7 @@ def test_reserved_sandboxes_no_run_took_end_with_the_runtime(
         settings: Settings, tvm_envs: dict[str, Environment]) -> None:
     runtime = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 0}))
     runtime.reserve(tvm_envs[NEW_ENV], timeout_s=30, memory_mb=1024, count=2)
-    (sandboxes,) = runtime.reserved.waiting.values()
+    (sandboxes,) = runtime.warm.reserved.waiting.values()
     assert len(sandboxes) == 2 and all(s.alive() for s in sandboxes)
     runtime.close()
     assert all(not s.alive() and s.rundir is not None and not s.rundir.exists()
@@ -105,25 +104,23 @@ def test_a_taken_sandbox_is_replaced_once_its_run_is_over(
         settings: Settings, tvm_envs: dict[str, Environment]) -> None:
     import threading
 
-    from tests.worker.test_warm_sandboxes import run_warm
-
     env = tvm_envs[NEW_ENV]
     runtime = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 1}))
     try:
         runtime.prewarm([env])
         wait_warm(runtime, env)
-        assert runtime.pool is not None
+        assert runtime.warm.pool is not None
         key = (env.id, Limits.pooled(runtime.settings))
         results = []
         runner = threading.Thread(target=lambda: results.append(
             run_warm(runtime, env, "import time\ntime.sleep(3)\nprint('ran')\n")))
         runner.start()
         deadline = time.monotonic() + WARM_WAIT_S
-        while runtime.pool.count(key) > 0:  # until the run took it
+        while runtime.warm.pool.count(key) > 0:  # until the run took it
             assert time.monotonic() < deadline
             time.sleep(0.01)
         # While the case runs, nothing is started beside it (its CPU is its own).
-        during = (runtime.pool.count(key), runtime.pool.starting.get(key, 0), runner.is_alive())
+        during = (runtime.warm.pool.count(key), runtime.warm.pool.starting.get(key, 0), runner.is_alive())
         runner.join()
         assert results and results[0].log.stdout == "ran\n", results
         assert during == (0, 0, True)
@@ -134,16 +131,14 @@ def test_a_taken_sandbox_is_replaced_once_its_run_is_over(
 
 def test_a_run_that_comes_while_the_replacement_starts_waits_for_it(
         settings: Settings, tvm_envs: dict[str, Environment]) -> None:
-    from tests.worker.test_warm_sandboxes import run_warm
-
     env = tvm_envs[NEW_ENV]
     runtime = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 1}))
     try:
         runtime.prewarm([env])
         first = run_warm(runtime, env, "print(1)\n")
-        assert runtime.pool is not None
+        assert runtime.warm.pool is not None
         key = (env.id, Limits.pooled(runtime.settings))
-        starting = runtime.pool.starting.get(key, 0)  # the replacement, importing TVM
+        starting = runtime.warm.pool.starting.get(key, 0)  # the replacement, importing TVM
         second = run_variant(parse_case({"script": "print(2)\n"}), "script", env, runtime)
         assert starting == 1 and first.status == second.status == "ok"
         assert second.isolation["warm"] is True  # it took that one: TVM imported once

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import NEW_ENV
 from tvmrepro.environments import Environment
 from tvmrepro.settings import Settings
-from worker.provision import env_dir, provision, read_fingerprint
+from worker.environments.provision import env_dir, provision, read_fingerprint
 
 pytestmark = pytest.mark.tvm
 
@@ -170,7 +170,7 @@ def test_collection_keeps_the_current_build_and_held_ones(tmp_path: Path) -> Non
     import os
 
     from tvmrepro.environments import default_catalog
-    from worker.provision import collect_builds
+    from worker.environments.provision import collect_builds
 
     # The envs folder reached through a link, as every test stack's home has it.
     shared = tmp_path / "shared-envs"

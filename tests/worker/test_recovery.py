@@ -18,11 +18,11 @@ import sqlalchemy as sa
 
 from service.jobs import JobService
 from tests.fakes.runtime import FakeRuntime
-from tvmrepro import schema
 from tvmrepro.environments import default_catalog
 from tvmrepro.liveness import process_token
 from tvmrepro.queue import SHORT_RUN_S, queue_length, queue_name
 from tvmrepro.settings import Settings
+from tvmrepro.store import schema
 from worker.recovery import HANDBACK_S, SETTLE_S, Sweeper
 
 ENV = "tvm-0.27.0.post1-cpu"

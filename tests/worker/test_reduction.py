@@ -7,10 +7,11 @@ import time
 
 import pytest
 
+from tests.fakes.reducing_runtime import FAKE_MODULE, FakeReducingRuntime, fake_case
 from tvmrepro.cases import parse_case
-from tvmrepro.environments import Environment, default_catalog
-from worker.ddmin import ddmin
-from worker.reduction import Options, Reducer, reduce_case, source_lines
+from tvmrepro.environments import default_catalog
+from worker.narrowing.ddmin import ddmin
+from worker.narrowing.reduction import Options, Reducer, reduce_case, source_lines
 from worker.runtimes.base import Execution, SandboxJob
 
 
@@ -54,78 +55,6 @@ def test_source_lines_skip_blank_lines() -> None:
 # reductions are in tests/cli/test_extract_reduce.py.
 
 
-
-FAKE_MODULE = '''from tvm.script import ir as I
-from tvm.script import relax as R
-
-@I.ir_module
-class Module:
-    @R.function
-    def unrelated(x: R.Tensor((8, 8), dtype="float32")) -> R.Tensor((8, 8), dtype="float32"):
-        return x
-
-    @R.function
-    def main(x: R.Tensor((8, 8), dtype="float32")) -> R.Tensor((8, 8), dtype="float32"):
-        a: R.Tensor((8, 8), dtype="float32") = R.add(x, x)
-        b: R.Tensor((8, 8), dtype="float32") = R.multiply(a, a)
-        bug: R.Tensor((8, 8), dtype="float32") = R.nn.softmax(x)
-        return bug
-'''
-
-
-class FakeReducingRuntime:
-    """Checks accept any module that still returns what it binds; a run fails with the bug's
-    signature while `R.nn.softmax` is bound and the passes include FuseOps."""
-
-    name = "fake"
-
-    def __init__(self) -> None:
-        self.jobs: list[SandboxJob] = []
-
-    def reserve(self, env: Environment, timeout_s: int, memory_mb: int, count: int = 1) -> None:
-        """Nothing to start ahead: a fake run starts at once."""
-
-    def prewarm(self, envs: list[Environment], processes: int = 1) -> None:
-        """Nothing to warm."""
-
-    def start_zygotes(self, envs: list[Environment]) -> None:
-        """No TVM to import."""
-
-    def close(self) -> None:
-        """Nothing held."""
-
-    def execute(self, job: SandboxJob) -> Execution:
-        self.jobs.append(job)
-        events: list[dict] = [{"event": "start", "tvm": {"version": "fake"}}]
-        harness = job.case.get("harness")
-        if harness and harness["mode"] == "check":
-            events += [self.checked(index, source) for index, source in enumerate(harness["sources"])]
-            return Execution(events=events, returncode=0)
-        source = job.case["source"]
-        if harness:  # candidate mode: checked, then run unless not ok or the current module
-            events.append(self.checked(0, harness["source"]))
-            if not events[-1]["ok"] or harness["source"] == harness["current"]:
-                return Execution(events=events, returncode=0)
-            source = harness["source"]
-        passes = [p["name"] for p in job.case["variants"][0]["passes"]]
-        failing = "R.nn.softmax" in source and "FuseOps" in passes
-        events.append({"event": "result", "status": "error" if failing else "ok",
-                       "stage": "build" if failing else "run",
-                       "error_type": "E" if failing else None,
-                       "signature": "E: bug" if failing else None})
-        return Execution(events=events, returncode=0)
-
-    def fingerprint(self, env: object) -> dict:
-        return {}
-
-    @staticmethod
-    def checked(index: int, source: str) -> dict:
-        """The check's verdict: a module that still returns what it binds parses."""
-        ok = "return bug" not in source or "bug:" in source
-        return {"event": "checked", "index": index, "ok": ok, "source": source,
-                **({} if ok else {"reason": "not well formed"})}
-
-
 def checked_sources(job: SandboxJob) -> list[str]:
     """The sources a harness call checked (check or candidate mode), in order."""
     harness = job.case.get("harness") or {}
@@ -141,11 +70,6 @@ def ran_source(job: SandboxJob) -> str | None:
             and harness["source"] != harness["current"]:
         return harness["source"]
     return None
-
-
-def fake_case() -> object:
-    return parse_case({"source": FAKE_MODULE, "variants": [
-        {"name": "v", "passes": ["Normalize", "FuseOps", "FoldConstant", "LegalizeOps"]}]})
 
 
 def test_reducer_keeps_what_the_bug_needs_and_says_what_it_did() -> None:
@@ -249,7 +173,7 @@ def test_a_batch_of_checks_is_split_over_the_workers_and_checked_at_once() -> No
 
 
 def test_edits_after_the_first_that_holds_are_not_started_once_it_is_known() -> None:
-    from worker.candidates import Candidate
+    from worker.narrowing.candidates import Candidate
 
     runtime = FakeReducingRuntime()
     reducer, source = two_at_once(runtime)
@@ -294,7 +218,7 @@ class SlowFirstRuntime(FakeReducingRuntime):
 
 
 def test_a_free_sandbox_takes_the_next_edit_without_waiting_for_the_others() -> None:
-    from worker.candidates import Candidate
+    from worker.narrowing.candidates import Candidate
 
     _unused, source = two_at_once(FakeReducingRuntime())
     slow, third = (source.replace("(8, 8)", f"({n}, 8)") for n in (1, 3))
@@ -311,7 +235,7 @@ def test_a_free_sandbox_takes_the_next_edit_without_waiting_for_the_others() -> 
 
 
 def test_a_reduction_cancelled_after_a_step_keeps_its_best_case_and_says_cancelled() -> None:
-    from worker.reduction import CANCELLED, Cancelled
+    from worker.narrowing.reduction import CANCELLED, Cancelled
 
     runtime = FakeReducingRuntime()
     env = default_catalog().environments[0]
@@ -333,7 +257,7 @@ def test_a_reduction_cancelled_after_a_step_keeps_its_best_case_and_says_cancell
 
 
 def test_a_cancelled_reduction_starts_no_sandbox_after_the_cancel() -> None:
-    from worker.reduction import CANCELLED
+    from worker.narrowing.reduction import CANCELLED
 
     runtime = FakeReducingRuntime()
     env = default_catalog().environments[0]

@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import NEW_ENV, shared_case
-from tests.worker.test_reduction import fake_case
+from tests.conftest import NEW_ENV, case_path
+from tests.fakes.reducing_runtime import fake_case
 from tvmrepro.cases import load_case_file
 from tvmrepro.environments import Environment
 from tvmrepro.results import Result
 from tvmrepro.settings import Settings
-from worker.reduction import Options, Reducer
+from worker.narrowing.reduction import Options, Reducer
 from worker.runtimes.local import LocalRuntime
 
 pytestmark = pytest.mark.tvm
@@ -43,11 +43,11 @@ def test_a_batch_of_candidates_takes_sandboxes_reserved_for_it_together(
         reducer.first_holding([(reducer.state.source, passes[:1]),
                                (reducer.state.source, passes[:2])])
         assert reducer.warm == [True, True]
-        assert runtime.reserved.waiting and not any(
-            runtime.reserved.waiting.values())  # each reserved sandbox was taken, none left
+        assert runtime.warm.reserved.waiting and not any(
+            runtime.warm.reserved.waiting.values())  # each reserved sandbox was taken, none left
         # A batch already judged runs nothing and reserves nothing.
         reducer.first_holding([(reducer.state.source, passes[:1])])
-        assert reducer.warm == [True, True] and not any(runtime.reserved.waiting.values())
+        assert reducer.warm == [True, True] and not any(runtime.warm.reserved.waiting.values())
     finally:
         runtime.close()
 
@@ -89,7 +89,7 @@ class JudgedResults(Reducer):
 
 def test_a_candidate_checked_and_run_in_one_sandbox_reads_as_its_check_then_its_run(
         tvm_envs: dict[str, Environment], warm_runtime: LocalRuntime) -> None:
-    case, env = load_case_file(shared_case("tvm-17357/case.json")), tvm_envs[NEW_ENV]
+    case, env = load_case_file(case_path("tvm-17357/case.json")), tvm_envs[NEW_ENV]
     # The reference way: a check (the module printed back), then a run of the printed text.
     apart = JudgedResults(case, Options(env=env, variant="fusetir-once"), warm_runtime)
     apart.baseline()

@@ -6,59 +6,21 @@ tmpfs inodes are capped per run."""
 from __future__ import annotations
 
 import errno
-import os
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import NEW_ENV
-from tvmrepro.cases import parse_case
+from tests.fixtures.hostile_scripts import GREEDY, IO_URING, PTYS
+from tests.worker.sandboxes import needs_bubblewrap, run_script
 from tvmrepro.environments import Environment
 from tvmrepro.results import Result
 from tvmrepro.settings import Settings
-from worker.runner import run_variant
 from worker.runtimes.cgroup import CPU_SHARES, CPU_WEIGHT, Cgroups
 from worker.runtimes.local import LocalRuntime
 
-pytestmark = [pytest.mark.tvm,
-              pytest.mark.skipif(os.geteuid() != 0, reason="bubblewrap runs only as root")]
+pytestmark = pytest.mark.tvm
 
-# Four children each write 1 GiB of anonymous memory (each below its 1536 MB address space), and
-# the parent fills /tmp and /dev/shm (1 GiB each, in files below the 512 MiB file size cap):
-# about 6 GiB in all against the run's 1536 MB.
-GREEDY = """
-import mmap, os, time
-def fill(path, mb):
-    with open(path, 'wb') as out:
-        for _ in range(mb):
-            out.write(b'x' * (1 << 20))
-kids = []
-for _ in range(4):
-    pid = os.fork()
-    if pid == 0:
-        block = mmap.mmap(-1, 1 << 30)
-        for offset in range(0, 1 << 30, 4096):
-            block[offset] = 1
-        time.sleep(30)
-        os._exit(0)
-    kids.append(pid)
-for path in [f'{top}/fill{n}' for top in ('/tmp', '/dev/shm') for n in range(4)]:
-    try:
-        fill(path, 256)
-    except OSError as exc:
-        print('fill', path, exc)
-for pid in kids:
-    os.waitpid(pid, 0)
-print('took it all')
-"""
-
-IO_URING = """
-import ctypes, platform
-libc = ctypes.CDLL(None, use_errno=True)
-number = {'x86_64': 425, 'aarch64': 425}[platform.machine()]
-params = ctypes.create_string_buffer(120)
-print(libc.syscall(number, 4, params), ctypes.get_errno())
-"""
 
 # Sixteen busy children, each in a session of its own, and the run's own view of its cgroup.
 FORK_BUSY = """
@@ -73,15 +35,6 @@ print('forked')
 time.sleep(60)
 """
 
-PTYS = """
-import os
-opened = []
-try:
-    while True:
-        opened.append(os.openpty())
-except OSError as exc:
-    print(len(opened), exc.errno)
-"""
 
 INODES = """
 import os
@@ -95,22 +48,11 @@ except OSError as exc:
 """
 
 
-def run(runtime: LocalRuntime, env: Environment, script: str, **limits: int) -> Result:
-    from tests.worker.test_warm_sandboxes import wait_warm
-
-    if runtime.pool is not None:
-        wait_warm(runtime, env)
-    return run_variant(parse_case({"script": script, **limits}), "script", env, runtime)
-
-
 @pytest.fixture(params=["warm", "cold"])
 def runtime(request: pytest.FixtureRequest, warm_runtime: LocalRuntime,
             settings: Settings) -> LocalRuntime:
     """The session's warm runtime (a forked sandbox), and one that starts bubblewrap per run."""
-    if warm_runtime.bwrap is None:
-        if os.environ.get("CI", "").lower() in ("1", "true"):
-            pytest.fail("bubblewrap is not installed (scripts/bootstrap installs it)")
-        pytest.skip("bubblewrap is not installed")
+    needs_bubblewrap(warm_runtime)
     if request.param == "warm":
         return warm_runtime
     cold = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 0}))
@@ -121,7 +63,7 @@ def runtime(request: pytest.FixtureRequest, warm_runtime: LocalRuntime,
 def test_a_run_gets_a_cgroup_of_its_own(runtime: LocalRuntime,
                                         tvm_envs: dict[str, Environment]) -> None:
     assert runtime.cgroups.available, runtime.cgroups.reason
-    result = run(runtime, tvm_envs[NEW_ENV], "print('hi')\n", memory_mb=1536)
+    result = run_script(runtime, tvm_envs[NEW_ENV], "print('hi')\n", memory_mb=1536)
     assert result.status == "ok", result.log.stderr[-2000:]
     assert result.isolation["cgroup"]["memory_mb"] == 1536
     assert not list(list(runtime.cgroups.parents.values())[0].glob("run-*"))  # removed after
@@ -129,13 +71,13 @@ def test_a_run_gets_a_cgroup_of_its_own(runtime: LocalRuntime,
 
 def test_memory_over_processes_and_tmpfs_is_one_limit(runtime: LocalRuntime,
                                                       tvm_envs: dict[str, Environment]) -> None:
-    result = run(runtime, tvm_envs[NEW_ENV], GREEDY, memory_mb=1536, timeout_s=60)
+    result = run_script(runtime, tvm_envs[NEW_ENV], GREEDY, memory_mb=1536, timeout_s=60)
     assert result.status == "oom", (result.status, result.message, result.log.stdout,
                                      result.log.stderr[-2000:])
 
 
 def test_io_uring_is_refused(runtime: LocalRuntime, tvm_envs: dict[str, Environment]) -> None:
-    result = run(runtime, tvm_envs[NEW_ENV], IO_URING)
+    result = run_script(runtime, tvm_envs[NEW_ENV], IO_URING)
     assert result.status == "ok", result.log.stderr[-2000:]
     code, error = result.log.stdout.split()
     assert code == "-1" and int(error) in (1, 38), result.log.stdout  # EPERM or ENOSYS
@@ -144,7 +86,7 @@ def test_io_uring_is_refused(runtime: LocalRuntime, tvm_envs: dict[str, Environm
 def test_ptys_are_capped(runtime: LocalRuntime, tvm_envs: dict[str, Environment]) -> None:
     from worker.runtimes.base import PTYS_MAX
 
-    result = run(runtime, tvm_envs[NEW_ENV], PTYS)
+    result = run_script(runtime, tvm_envs[NEW_ENV], PTYS)
     assert result.status == "ok", result.log.stderr[-2000:]
     opened, error = result.log.stdout.split()
     # ptys work (some opened), up to the run's cap; then the devpts instance says it is full.
@@ -154,7 +96,7 @@ def test_ptys_are_capped(runtime: LocalRuntime, tvm_envs: dict[str, Environment]
 def test_tmpfs_inodes_are_capped(runtime: LocalRuntime, tvm_envs: dict[str, Environment]) -> None:
     from worker.runtimes.base import TMPFS_INODES
 
-    result = run(runtime, tvm_envs[NEW_ENV], INODES, timeout_s=60)
+    result = run_script(runtime, tvm_envs[NEW_ENV], INODES, timeout_s=60)
     assert result.status == "ok", result.log.stderr[-2000:]
     made, error = result.log.stdout.split()
     assert int(made) < TMPFS_INODES and int(error) == 28, result.log.stdout  # ENOSPC
@@ -171,7 +113,7 @@ def test_forked_busy_children_share_one_cpu_share(warm_runtime: LocalRuntime,
     assert cgroups.available, cgroups.reason
     parent = list(cgroups.parents.values())[0]
     holder: dict[str, Result] = {}
-    thread = threading.Thread(target=lambda: holder.update(result=run(
+    thread = threading.Thread(target=lambda: holder.update(result=run_script(
         warm_runtime, tvm_envs[NEW_ENV], FORK_BUSY, timeout_s=8)))
     thread.start()
     try:
@@ -213,7 +155,7 @@ def test_no_cgroup_is_said_in_the_isolation(settings: Settings,
     assert not Cgroups(enabled=False).available
     plain = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 0, "run_cgroups": False}))
     try:
-        result = run(plain, tvm_envs[NEW_ENV], "print('hi')\n")
+        result = run_script(plain, tvm_envs[NEW_ENV], "print('hi')\n")
     finally:
         plain.close()
     assert result.status == "ok", result.log.stderr[-2000:]

@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from tests.conftest import NEW_ENV, OLD_ENV, shared_case
+from tests.conftest import NEW_ENV, OLD_ENV, case_path
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import Environment
 from tvmrepro.settings import Settings
@@ -20,8 +20,9 @@ pytestmark = pytest.mark.tvm
 
 
 def matmul_relu_case() -> dict:
-    """The shared GPU smoke case, built for the environment's own target (llvm here)."""
-    data = json.loads(shared_case("cuda-matmul-relu/case.json").read_text())
+    """The GPU smoke case (tests/cases/cuda-matmul-relu), built for the environment's own
+    target (llvm here)."""
+    data = json.loads(case_path("cuda-matmul-relu/case.json").read_text())
     data["target"] = None
     return data
 

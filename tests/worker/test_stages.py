@@ -138,7 +138,7 @@ def test_the_cpu_time_limit_ends_a_run_as_timeout(tvm_envs: dict[str, Environmen
 @pytest.fixture(scope="module")
 def one_release_each(settings: Settings) -> list[Environment]:
     """An environment of each minor release, provisioned (real TVM)."""
-    from worker.provision import provision
+    from worker.environments.provision import provision
 
     envs = [default_catalog().get(env_id) for env_id in ONE_RELEASE_EACH]
     for env in envs:

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import errno
 import json
-import os
-import platform
 
 import pytest
 
 from tests.conftest import NEW_ENV
-from tests.worker.test_run_cgroup import run
+from tests.fixtures.hostile_scripts import FAMILIES, FAMILIES_REFUSED, FOREIGN_ABI, x86_64_only
+from tests.worker.sandboxes import needs_bubblewrap, run_script
 from tvmrepro.environments import Environment
 from worker.runtimes.local import LocalRuntime
 from worker.runtimes.syscalls import DENIED_SYSCALLS, docker_profile, sandbox_rules
@@ -38,33 +37,6 @@ DOCKER_DEFAULT_REFUSES = (
 # Its argument rules: clone() making a namespace, personality() but its five values,
 # socket(AF_VSOCK); and clone3, which it answers ENOSYS.
 CONDITIONAL = {"clone", "personality", "socket"}
-
-FAMILIES = """
-import ctypes, socket
-libc = ctypes.CDLL(None, use_errno=True)
-print(libc.personality(0x0040000), ctypes.get_errno())  # ADDR_NO_RANDOMIZE
-try:
-    socket.socket(40, socket.SOCK_STREAM)  # AF_VSOCK
-    print('vsock opened')
-except OSError as exc:
-    print('vsock', exc.errno)
-print(libc.ptrace(0, 0, 0, 0), ctypes.get_errno())  # PTRACE_TRACEME
-"""
-FAMILIES_REFUSED = ["-1 1", "vsock 1", "-1 1"]  # EPERM each
-
-# getpid through the i386 ABI (int 0x80), which x86_64 kernels with IA32 emulation take: the
-# filters name the native ABI's calls only, so a call through another ABI kills the thread
-# (else it would be a way around every rule).
-FOREIGN_ABI = """
-import ctypes, mmap
-code = bytes([0xb8, 0x14, 0, 0, 0, 0xcd, 0x80, 0xc3])  # mov eax, 20; int 0x80; ret
-page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
-page.write(code)
-print('getpid through int 0x80:', ctypes.CFUNCTYPE(ctypes.c_int)(
-    ctypes.addressof(ctypes.c_char.from_buffer(page)))())
-"""
-x86_64_only = pytest.mark.skipif(platform.machine() != "x86_64",
-                                 reason="the probes' numbers and code are x86_64's")
 
 
 def test_every_refusal_of_dockers_default_profile_is_a_rule() -> None:
@@ -92,19 +64,19 @@ def test_the_docker_profile_is_the_same_rules() -> None:
 
 @x86_64_only
 @pytest.mark.tvm
-@pytest.mark.skipif(os.geteuid() != 0, reason="bubblewrap runs only as root")
 def test_argument_rules_bind_in_the_local_sandbox(warm_runtime: LocalRuntime,
                                                   tvm_envs: dict[str, Environment]) -> None:
-    result = run(warm_runtime, tvm_envs[NEW_ENV], FAMILIES)
+    needs_bubblewrap(warm_runtime)
+    result = run_script(warm_runtime, tvm_envs[NEW_ENV], FAMILIES)
     assert result.status == "ok", result.log.stderr[-2000:]
     assert result.log.stdout.splitlines() == FAMILIES_REFUSED
 
 
 @x86_64_only
 @pytest.mark.tvm
-@pytest.mark.skipif(os.geteuid() != 0, reason="bubblewrap runs only as root")
 def test_a_foreign_abi_is_no_way_around_the_local_filter(warm_runtime: LocalRuntime,
                                                          tvm_envs: dict[str, Environment]
                                                          ) -> None:
-    result = run(warm_runtime, tvm_envs[NEW_ENV], FOREIGN_ABI)
+    needs_bubblewrap(warm_runtime)
+    result = run_script(warm_runtime, tvm_envs[NEW_ENV], FOREIGN_ABI)
     assert (result.status, result.signal) == ("crash", "SIGSYS"), result.log.stdout

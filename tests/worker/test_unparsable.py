@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import shared_case
+from tests.conftest import case_path
 from tvmrepro.cases import load_case_file
 from tvmrepro.environments import default_catalog
 from tvmrepro.settings import Settings
-from worker import candidates
-from worker.judging import Judge, Options
-from worker.provision import provision
+from worker.environments.provision import provision
+from worker.narrowing import candidates
+from worker.narrowing.judging import Judge, Options
+from worker.narrowing.unparsable import why_unparsable
 from worker.runtimes.local import LocalRuntime
-from worker.unparsable import why_unparsable
 
 REDUCED = '''from tvm.script import ir as I
 from tvm.script import relax as R
@@ -55,7 +55,7 @@ def test_text_that_is_not_python_is_refused() -> None:
 
 def test_the_module_as_written_is_not_refused() -> None:
     assert why_unparsable(REDUCED) is None
-    case = load_case_file(shared_case("tvm-17357/case.json"))
+    case = load_case_file(case_path("tvm-17357/case.json"))
     assert why_unparsable(case.source or "") is None
 
 
@@ -104,7 +104,7 @@ def test_every_edit_refused_from_its_text_is_refused_by_tvm(settings: Settings,
                                                             env_id: str) -> None:
     env = default_catalog().get(env_id)
     provision(settings, env)
-    case = load_case_file(shared_case("tvm-17357/case.json"))
+    case = load_case_file(case_path("tvm-17357/case.json"))
     runtime = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 0}))
     try:
         runtime.start_zygotes([env])

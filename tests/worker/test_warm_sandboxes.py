@@ -18,16 +18,16 @@ import psutil
 import pytest
 
 from tests.conftest import NEW_ENV
+from tests.fixtures.hostile_scripts import FORGE
+from tests.worker.sandboxes import needs_bubblewrap, run_warm, wait_warm
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import Environment, default_catalog
-from tvmrepro.results import Result
 from tvmrepro.settings import Settings
 from worker.runner import run_variant
 from worker.runtimes.base import Limits
 from worker.runtimes.local import LocalRuntime
 
 pytestmark = pytest.mark.tvm
-WARM_WAIT_S = 300
 
 
 @pytest.fixture(scope="module")
@@ -39,29 +39,11 @@ def warm(tvm_envs: dict[str, Environment], settings: Settings) -> Iterator[Local
     runtime.close()
 
 
-def wait_warm(runtime: LocalRuntime, env: Environment) -> None:
-    """Until a sandbox waits for env (the pool starts them in the background)."""
-    assert runtime.pool is not None
-    key = (env.id, Limits.pooled(runtime.settings))
-    deadline = time.monotonic() + WARM_WAIT_S
-    while runtime.pool.count(key) < 1:
-        assert time.monotonic() < deadline, "no warm sandbox came up"
-        time.sleep(0.1)
-
-
-def run_warm(runtime: LocalRuntime, env: Environment, script: str, **limits: int) -> Result:
-    """Run a script case in a warm sandbox (waiting for one first) and check it was warm."""
-    wait_warm(runtime, env)
-    result = run_variant(parse_case({"script": script, **limits}), "script", env, runtime)
-    assert result.isolation["warm"] is True
-    return result
-
-
 def waiting_sandbox(runtime: LocalRuntime, env: Environment):  # type: ignore[no-untyped-def]
     """The sandbox that waits for env now."""
-    assert runtime.pool is not None
+    assert runtime.warm.pool is not None
     wait_warm(runtime, env)
-    return runtime.pool.waiting[(env.id, Limits.pooled(runtime.settings))][0][1]
+    return runtime.warm.pool.waiting[(env.id, Limits.pooled(runtime.settings))][0][1]
 
 
 def test_each_sandbox_runs_one_case_and_is_replaced(warm: LocalRuntime,
@@ -141,8 +123,7 @@ def test_where_no_zygote_works_each_sandbox_imports_tvm_itself(
         runtime_class: type[LocalRuntime], tvm_envs: dict[str, Environment],
         settings: Settings) -> None:
     runtime = runtime_class(settings.model_copy(update={"warm_sandboxes": 1}))
-    if runtime.bwrap is None:
-        pytest.skip("bubblewrap is not installed")
+    needs_bubblewrap(runtime)
     try:
         runtime.prewarm([tvm_envs[NEW_ENV]])
         result = run_warm(runtime, tvm_envs[NEW_ENV], "print('still warm')\n")
@@ -158,8 +139,7 @@ def test_a_one_shot_command_whose_forks_fail_runs_cold(tvm_envs: dict[str, Envir
     """A command's zygote (start_zygotes, no pool) whose forked sandboxes die before they are
     ready: the run starts a sandbox that imports TVM itself, and forking is given up."""
     runtime = LocalRuntimeWhoseForksFail(settings.model_copy(update={"warm_sandboxes": 0}))
-    if runtime.bwrap is None:
-        pytest.skip("bubblewrap is not installed")
+    needs_bubblewrap(runtime)
     try:
         runtime.start_zygotes([tvm_envs[NEW_ENV]])
         result = run_variant(parse_case({"script": "print('cold')\n"}), "script",
@@ -179,8 +159,7 @@ def test_zygotes_started_for_a_command_do_not_outlive_a_start_that_fails(
     from tvmrepro.errors import ProvisionError
 
     runtime = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 0}))
-    if runtime.bwrap is None:
-        pytest.skip("bubblewrap is not installed")
+    needs_bubblewrap(runtime)
     never = default_catalog().get("tvm-0.25.0rc0-cuda")  # CUDA: never provisioned by the tests
     ours = f"sandbox-{os.getpid()}-*"  # run directories of this process's runtimes
     before = set(settings.work_dir.glob(ours))
@@ -248,8 +227,8 @@ def test_the_time_limit_counts_from_the_hand_over(warm: LocalRuntime,
                                                   tvm_envs: dict[str, Environment]) -> None:
     env = tvm_envs[NEW_ENV]
     waiting_sandbox(warm, env)
-    time.sleep(4)  # the sandbox waits longer than the case's whole time limit
-    result = run_warm(warm, env, "import time\ntime.sleep(1)\nprint('done')\n", timeout_s=3)
+    time.sleep(7)  # the sandbox waits longer than the case's whole time limit
+    result = run_warm(warm, env, "import time\ntime.sleep(1)\nprint('done')\n", timeout_s=6)
     assert result.status == "ok", (result.message, result.log.stderr[-2000:])
     slow = run_warm(warm, env, "import time\ntime.sleep(60)\n", timeout_s=3)
     assert slow.status == "timeout"
@@ -285,18 +264,6 @@ def test_the_work_directory_has_a_size_and_an_inode_cap(warm: LocalRuntime,
     many = run_warm(warm, env, files)
     assert many.log.stdout.startswith("full ENOSPC"), (many.log.stdout, many.log.stderr[-500:])
     assert int(many.log.stdout.split()[2]) < 70000
-
-
-FORGE = ("import json, os\n"
-         "fake = {'event': 'result', 'status': 'ok', 'stage': 'run', 'outputs': {'sum': 42},\n"
-         "        'tvm': {'version': '9.9.9'}}\n"
-         "exit_ = {'event': 'exit', 'returncode': 0, 'signal': None}\n"
-         "for fd in range(3, 1600):\n"
-         "    for event in (fake, exit_):\n"
-         "        try:\n"
-         "            os.write(fd, (json.dumps(event) + '\\n').encode())\n"
-         "        except OSError:\n"
-         "            pass\n")
 
 
 @pytest.mark.parametrize(("ending", "status", "error_type"), [

@@ -23,8 +23,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import Callable, Hashable
-from typing import cast
+from collections.abc import Callable
 
 import docker
 import docker.errors
@@ -35,7 +34,8 @@ from tvmrepro.errors import RuntimeFault
 from tvmrepro.lifecycle import harness_digest
 from tvmrepro.liveness import process_token, token_alive
 from tvmrepro.settings import Settings
-from worker.images import ENVIRONMENT_LABEL, HARNESS_LABEL, PACKAGES_LABEL, pins_text
+from worker.environments.images import ENVIRONMENT_LABEL, HARNESS_LABEL, PACKAGES_LABEL, pins_text
+from worker.environments.provision import TVM_FACTS_PROBE
 from worker.runtimes.base import (
     EVENTS_READ_CAP,
     CancelCheck,
@@ -53,7 +53,7 @@ from worker.runtimes.base import (
 from worker.runtimes.docker_config import EVENTS_FILE, container_config, harness_command, isolation
 from worker.runtimes.docker_io import OutputReader, read_archived, write_stdin
 from worker.runtimes.events import cgroup_oom_kills, exit_status, verified_events
-from worker.runtimes.pool import Reserved, WarmPool, warm_at_start
+from worker.runtimes.warm import WarmSandboxes
 
 RUN_LABEL, JOB_LABEL = "tvmrepro.run", "tvmrepro.job"
 OWNER_LABEL, DEADLINE_LABEL = "tvmrepro.owner", "tvmrepro.deadline"
@@ -109,9 +109,7 @@ class DockerRuntime:
         self._images: dict[str, str] = {}
         self._harness: dict[str, str | None] = {}  # image id -> its harness digest label
         self._fingerprints: dict[str, Fingerprint] = {}  # image id -> what its TVM has
-        self.pool: WarmPool[DockerSandbox] | None = None
-        self.served: dict[str, Environment] = {}  # the pool's environments, by id
-        self.reserved: Reserved[DockerSandbox] = Reserved()
+        self.warm: WarmSandboxes[DockerSandbox] = WarmSandboxes(settings, self._start_warm)
         self.swept = self.sweep()
 
     def sweep(self) -> list[str]:
@@ -184,20 +182,13 @@ class DockerRuntime:
 
     def execute(self, job: SandboxJob) -> Execution:
         """Run the harness for this job in a (warm, else new) container and collect the run."""
-        # While it runs (and shortly after) the pool's replacements wait: their CPU is its.
-        with self.pool.running() if self.pool is not None else contextlib.nullcontext():
+        with self.warm.running():  # the replacements of warm sandboxes wait: their CPU is its
             return self._execute(job)
 
     def _execute(self, job: SandboxJob) -> Execution:
         image_id = self.image_id(job.env)
-        limits = Limits.of(job, self.settings)
-        pooled = Limits.pooled(self.settings, job.env)
         cancelled = CancelCheck(job)
-        sandbox = self.reserved.take((job.env.id, limits))
-        if sandbox is None and self.pool is not None and job.env.id in self.served \
-                and pooled.covers(limits):
-            sandbox = self.pool.take((job.env.id, pooled), replace=False,  # refilled after
-                                     stop=cancelled)
+        sandbox = self.warm.take(job.env, Limits.of(job, self.settings), stop=cancelled)
         warm = sandbox is not None
         try:
             if sandbox is None and cancelled():  # while it waited for the one being started
@@ -220,8 +211,7 @@ class DockerRuntime:
         finally:
             if sandbox is not None:
                 sandbox.discard()
-            if self.pool is not None and job.env.id in self.served:
-                self.pool.fill((job.env.id, pooled))  # the run's CPU was its own meanwhile
+            self.warm.refill(job.env)  # once the run is over
 
     def _launch(self, job: SandboxJob, self_limit_s: float | None = None) -> DockerSandbox:
         """Create and start a container whose supervisor imports TVM and waits for its case."""
@@ -238,17 +228,8 @@ class DockerRuntime:
         return DockerSandbox(self, container_id, output)
 
     def prewarm(self, envs: list[Environment], processes: int = 1) -> None:
-        """Keep `warm_sandboxes` containers waiting per environment (see the local runtime)."""
-        if self.settings.warm_sandboxes <= 0:
-            return
-        if self.pool is None:
-            self.pool = WarmPool(self._start_pooled, self.settings.warm_sandboxes,
-                                 self.settings.warm_idle_s)
-        at_start = warm_at_start(len(envs), processes)
-        for env in envs:
-            self.served[env.id] = env
-            if at_start:
-                self.pool.fill((env.id, Limits.pooled(self.settings, env)))
+        """Keep containers waiting for each of `envs`, as warm.py says."""
+        self.warm.prewarm(envs, processes)
 
     def start_zygotes(self, envs: list[Environment]) -> None:
         """Nothing: each container imports TVM itself (a fork cannot cross containers)."""
@@ -259,23 +240,20 @@ class DockerRuntime:
         job = SandboxJob(f"reserved-{uuid.uuid4().hex}", "reserved", env,
                          {"timeout_s": timeout_s, "memory_mb": memory_mb}, "")
         for _ in range(count):
-            self.reserved.put((env.id, Limits.of(job, self.settings)), self._launch(job))
+            self.warm.reserve(env, Limits.of(job, self.settings), self._launch(job))
 
     def close(self) -> None:
         """Remove the waiting containers."""
-        self.reserved.close()
-        if self.pool is not None:
-            self.pool.close()
+        self.warm.close()
 
-    def _start_pooled(self, key: Hashable) -> DockerSandbox:
-        env_id, limits = cast(tuple[str, Limits], key)
-        env = self.served[env_id]
+    def _start_warm(self, env: Environment, limits: Limits) -> DockerSandbox:
+        """A warm container, ready: it ends itself once it waited longer than a warm one may."""
         job = SandboxJob(f"warm-{uuid.uuid4().hex}", "warm", env,
                          {"timeout_s": limits.timeout_s, "memory_mb": limits.memory_mb}, "")
-        sandbox = self._launch(job, self_limit_s=self.settings.warm_idle_s + limits.timeout_s)
+        sandbox = self._launch(job, self_limit_s=self.warm.idle_s + limits.timeout_s)
         if not self._ready(sandbox.container_id):
             sandbox.discard()
-            raise RuntimeFault(f"a warm container of {env_id} did not get ready")
+            raise RuntimeFault(f"a warm container of {env.id} did not get ready")
         return sandbox
 
     def _run(self, job: SandboxJob, sandbox: DockerSandbox, image_id: str) -> Execution:
@@ -355,8 +333,6 @@ class DockerRuntime:
         return self._fingerprints[image_id]
 
     def _probe(self, env: Environment) -> Fingerprint:
-        from worker.provision import TVM_FACTS_PROBE
-
         job = SandboxJob(f"fingerprint-{env.id}-{time.time_ns()}", "fingerprint", env,
                          {"timeout_s": FINGERPRINT_TIMEOUT_S, "memory_mb": FINGERPRINT_MEMORY_MB},
                          "fingerprint")

@@ -10,7 +10,7 @@ stdout/stderr, the work directory removed after.
 The sandbox process is the harness's supervisor: it imports TVM, waits for its
 one case on stdin, runs it in a child and reports the child's end on a channel
 the child cannot reach (sandbox.py). A worker keeps such sandboxes warm
-(`prewarm`, pool.py), each forked by its environment's zygote, which imported
+(`prewarm`, warm.py), each forked by its environment's zygote, which imported
 TVM once (zygote.py); a run takes one, or starts one when none waits.
 """
 
@@ -24,16 +24,15 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from pathlib import Path
-from typing import cast
 
 from images import HARNESS_DIR
 from tvmrepro.environments import Environment
 from tvmrepro.errors import ProvisionError, RuntimeFault
 from tvmrepro.liveness import pid_alive
 from tvmrepro.settings import Settings
-from worker.provision import collect_builds, in_use, provision, read_fingerprint
+from worker.environments.provision import collect_builds, in_use, provision, read_fingerprint
 from worker.runtimes.base import (
     CancelCheck,
     Execution,
@@ -48,9 +47,9 @@ from worker.runtimes.cgroup import Cgroups
 from worker.runtimes.commands import WORK_MOUNT, SandboxCommands, rlimits_preexec, sandbox_environ
 from worker.runtimes.gpu import gpu_environ, gpu_summary
 from worker.runtimes.isolation import Isolation
-from worker.runtimes.pool import Reserved, WarmPool, warm_at_start
 from worker.runtimes.sandbox import LocalSandbox, TreePopen, with_workdir_tmpfs, workdir_summary
 from worker.runtimes.uids import claim_uid
+from worker.runtimes.warm import WarmSandboxes
 from worker.runtimes.zygote import ZYGOTE_LOG, Zygote, Zygotes, control_pair
 
 log = logging.getLogger(__name__)
@@ -68,12 +67,11 @@ class LocalRuntime:
         self.settings = settings
         self.bwrap = shutil.which("bwrap") if os.geteuid() == 0 else None
         self.unshare = shutil.which("unshare") if os.geteuid() == 0 else None
-        self.pool: WarmPool[LocalSandbox] | None = None
-        self.served: dict[str, Environment] = {}  # the pool's environments, by id
-        self.reserved: Reserved[LocalSandbox] = Reserved()
-        # A zygote per environment forks the pool's sandboxes (zygote.py).
+        # A zygote per environment forks the warm sandboxes (zygote.py), idle as long as they.
         self.zygotes = (Zygotes(self._start_zygote, settings.warm_idle_s)
                         if self.bwrap is not None else None)
+        self.warm: WarmSandboxes[LocalSandbox] = WarmSandboxes(
+            settings, self._start_warm, after_reap=self.zygotes.reap if self.zygotes else None)
         # A cgroup per run (memory, CPU share, processes), where one can be made (cgroup.py).
         self.cgroups = Cgroups(settings.run_cgroups)
         self.sweep_rundirs()
@@ -121,21 +119,9 @@ class LocalRuntime:
         return provision(self.settings, env)
 
     def prewarm(self, envs: list[Environment], processes: int = 1) -> None:
-        """Keep `warm_sandboxes` sandboxes waiting for each of `envs`: from now on if those of
-        the worker's `processes` fit in memory (pool.warm_at_start), else from each one's first
-        run."""
-        if self.settings.warm_sandboxes <= 0:
-            return
-        if self.pool is None:
-            self.pool = WarmPool(self._start_pooled, self.settings.warm_sandboxes,
-                                 self.settings.warm_idle_s,
-                                 after_reap=self.zygotes.reap if self.zygotes else None)
-        at_start = warm_at_start(len(envs), processes)
-        for env in envs:
-            if read_fingerprint(self.settings, env) is not None:
-                self.served[env.id] = env
-                if at_start:
-                    self.pool.fill((env.id, Limits.pooled(self.settings, env)))
+        """Keep sandboxes waiting for each of `envs` provisioned here, as warm.py says."""
+        self.warm.prewarm(envs, processes,
+                          serves=lambda env: read_fingerprint(self.settings, env) is not None)
 
     def reserve(self, env: Environment, timeout_s: int, memory_mb: int, count: int = 1) -> None:
         """Start `count` sandboxes for env now, without waiting for them: the next runs of env
@@ -147,22 +133,18 @@ class LocalRuntime:
         for _ in range(count):
             # A zygote is not started here: it would die with this (the caller's) thread.
             sandbox = self._fork(env, limits, start_zygote=False)
-            self.reserved.put((env.id, limits), sandbox or self.start(env, limits))
+            self.warm.reserve(env, limits, sandbox or self.start(env, limits))
 
     def close(self) -> None:
         """Stop the waiting sandboxes; remove what killed processes left since the start."""
-        self.reserved.close()
-        if self.pool is not None:
-            self.pool.close()
+        self.warm.close()
         if self.zygotes is not None:
             self.zygotes.stop_all()
         self.cgroups.close()
         self.sweep_rundirs()
 
-    def _start_pooled(self, key: Hashable) -> LocalSandbox:
-        """A sandbox for the pool: forked by env's zygote, else started with its own import."""
-        env_id, limits = cast(tuple[str, Limits], key)
-        env = self.served[env_id]
+    def _start_warm(self, env: Environment, limits: Limits) -> LocalSandbox:
+        """A warm sandbox, ready: forked by env's zygote, else started with its own import."""
         forked = self._fork(env, limits)
         if forked is not None:
             if forked.wait_ready():
@@ -315,8 +297,7 @@ class LocalRuntime:
 
     def execute(self, job: SandboxJob) -> Execution:
         """Run the harness for this job in a (warm, else fresh) sandbox and collect the run."""
-        # While it runs (and shortly after) the pool's replacements wait: their CPU is its.
-        with self.pool.running() if self.pool is not None else contextlib.nullcontext():
+        with self.warm.running():  # the replacements of warm sandboxes wait: their CPU is its
             return self._execute(job)
 
     def _execute(self, job: SandboxJob) -> Execution:
@@ -328,7 +309,7 @@ class LocalRuntime:
         try:
             execution, warm = self._hand_over(job, limits, key)
         finally:
-            self._refill(job.env)
+            self.warm.refill(job.env)  # once the run is over
         execution.isolation["warm"] = warm
         execution.tvm = fingerprint_tvm(facts)
         collect_builds(self.settings, job.env, wait=False)  # builds replaced during the run
@@ -339,7 +320,7 @@ class LocalRuntime:
         cancelled = CancelCheck(job)
         for _ in range(HAND_OVER_ATTEMPTS):
             sandbox, warm, forked = self._sandbox_for(job.env, limits, cancelled)
-            if sandbox is None:  # cancelled while it waited for the pool's
+            if sandbox is None:  # cancelled before it had one (waiting for a warm one)
                 return cancelled_before_start(self.isolation()), False
             try:
                 ready = sandbox.wait_ready(stop=cancelled)
@@ -366,28 +347,17 @@ class LocalRuntime:
 
     def _sandbox_for(self, env: Environment, limits: Limits, cancelled: Callable[[], bool]
                      ) -> tuple[LocalSandbox | None, bool, bool]:
-        """A warm sandbox whose limits cover the case's, else a fresh one with the case's own;
-        None when the run was cancelled while it waited for the pool's. Whether it is warm, and
+        """A reserved or warm sandbox for the case's limits (warm.py), else a fresh one with the
+        case's own; None when the run was cancelled before it had one. Whether it is warm, and
         whether it was forked for this run just now."""
-        reserved = self.reserved.take((env.id, limits))
-        if reserved is not None:
-            return reserved, True, False
-        pooled = Limits.pooled(self.settings, env)
-        if self.pool is not None and env.id in self.served and pooled.covers(limits):
-            warm = self.pool.take((env.id, pooled), replace=False,  # refilled after the run
-                                  stop=cancelled)
-            if warm is not None:
-                return warm, True, False
-            if cancelled():
-                return None, False, False
+        warm = self.warm.take(env, limits, stop=cancelled)
+        if warm is not None:
+            return warm, True, False
+        if cancelled():
+            return None, False, False
         # Forked by env's zygote where one lives (a one-shot command's, start_zygotes), else
         # started with an import of its own.
         forked = self._fork(env, limits, start_zygote=False)
         if forked is not None:
             return forked, True, True
         return self.start(env, limits), False, False
-
-    def _refill(self, env: Environment) -> None:
-        """Start what env's pool lacks, once the run is over (its CPU is the run's meanwhile)."""
-        if self.pool is not None and env.id in self.served:
-            self.pool.fill((env.id, Limits.pooled(self.settings, env)))

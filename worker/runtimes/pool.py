@@ -5,15 +5,16 @@ limits the sandbox was started with). `take` hands one out (it is never given
 back: the runtime ends it after its one run) and starts a replacement in the
 background. A sandbox that died while waiting is dropped when found and never
 handed out; one that waited longer than `idle_s` is stopped by the reaper.
-Both runtimes use it: the local runtime's sandbox is forked by its
-environment's zygote (zygote.py; a bubblewrap process of its own where that
-does not work), Docker's is a container. Sandboxes are started one at a time
-by one long-lived thread: a zygote or a local sandbox dies with the thread
-that started it (bubblewrap's --die-with-parent is the parent *thread*'s
-death signal). A replacement waits until no run of this process has been
-going for QUIET_S (a container's or a bubblewrap sandbox's TVM import would
-take the CPU of the runs that follow: a bisection's next probes), unless a
-run needs that very sandbox, which then starts at once.
+Both runtimes use it through their warm-sandbox policy (warm.py): the local
+runtime's sandbox is forked by its environment's zygote (zygote.py; a
+bubblewrap process of its own where that does not work), Docker's is a
+container. Sandboxes are started one at a time by one long-lived thread: a
+zygote or a local sandbox dies with the thread that started it (bubblewrap's
+--die-with-parent is the parent *thread*'s death signal). A replacement waits
+until no run of this process has been going for QUIET_S (a container's or a
+bubblewrap sandbox's TVM import would take the CPU of the runs that follow: a
+bisection's next probes), unless a run needs that very sandbox, which then
+starts at once.
 """
 
 from __future__ import annotations
@@ -45,26 +46,6 @@ class WaitingSandbox(Protocol):
 
 
 S = TypeVar("S", bound=WaitingSandbox)
-# A worker warms every environment it serves when its processes start if all those sandboxes fit
-# in this share of the memory available; else each environment from its first run on.
-WARM_AT_START_SHARE = 0.5
-WARM_SANDBOX_MIB = 220  # one environment kept warm, proportional: a local zygote and its
-# waiting sandbox (measured 210 MiB), or a waiting Docker container (about 130)
-ALWAYS_AT_START = 2  # environments a worker warms at start whatever the memory
-
-
-def warm_at_start(environments: int, processes: int) -> bool:
-    """Whether a worker of `processes` pool processes, each keeping one sandbox per served
-    environment, warms them all when it starts (else from each environment's first run)."""
-    if environments <= ALWAYS_AT_START:
-        return True
-    try:
-        with open("/proc/meminfo") as meminfo:
-            fields = dict(line.split(":", 1) for line in meminfo)
-        available_mib = int(fields["MemAvailable"].split()[0]) / 1024
-    except (OSError, KeyError, ValueError):
-        return False
-    return processes * environments * WARM_SANDBOX_MIB <= WARM_AT_START_SHARE * available_mib
 
 
 def _env_of(key: Hashable) -> object:

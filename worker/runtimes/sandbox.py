@@ -32,6 +32,7 @@ from worker.runtimes.base import (
     Limits,
     SandboxJob,
     handover_bytes,
+    signal_name,
     wait_cancellable,
 )
 from worker.runtimes.cgroup import RunCgroup
@@ -279,8 +280,6 @@ class LocalSandbox:
 
 def signal_of(rc: int | None) -> str | None:
     """The signal in a sandbox's own exit status (bwrap reports a child's signal N as 128+N)."""
-    from worker.runtimes.base import signal_name
-
     if rc is None:
         return None
     if rc < 0:

@@ -3,7 +3,7 @@
 import { api, el, fill } from "./common.js";
 
 const FAILING = new Set(["error", "crash", "timeout", "oom"]);
-const CANCELLED = "cancelled: the best case so far"; // a reduction's last log line (worker/reduction.py)
+const CANCELLED = "cancelled: the best case so far"; // a reduction's last log line (worker/narrowing/reduction.py)
 
 function passNames(c) {
   const passes = (c && c.variants && c.variants[0] && c.variants[0].passes) || [];

@@ -1,0 +1,58 @@
+"""`tvmrepro env`: the pinned TVM environments, and which are provisioned here."""
+
+from __future__ import annotations
+
+import click
+
+from cli.output import print_json, reports_errors
+from tvmrepro.environments import default_catalog
+from tvmrepro.errors import BadInput
+from tvmrepro.settings import Settings
+
+
+@click.group()
+def env() -> None:
+    """Pinned TVM environments."""
+
+
+@env.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@reports_errors
+def env_list(as_json: bool) -> None:
+    """Known environments, and which are provisioned here."""
+    from worker.environments.provision import read_fingerprint
+
+    settings = Settings.from_env()
+    rows = []
+    for environment in default_catalog().environments:
+        fingerprint = read_fingerprint(settings, environment)
+        rows.append({"id": environment.id, "tvm": environment.release, "device": environment.device,
+                     "image": environment.image, "packages": environment.packages,
+                     "verified": environment.verified,
+                     "provisioned": fingerprint is not None,
+                     "commit": (fingerprint or {}).get("commit")})
+    if as_json:
+        print_json({"environments": rows})
+        return
+    for row in rows:
+        mark = "provisioned" if row["provisioned"] else "-"
+        click.echo(f"{row['id']:<28} {row['device']:<5} {mark:<12} {row['commit'] or ''}".rstrip())
+
+
+@env.command("provision")
+@click.argument("env_ids", nargs=-1)
+@click.option("--all", "everything", is_flag=True, help="Every environment in the catalog.")
+@reports_errors
+def env_provision(env_ids: tuple[str, ...], everything: bool) -> None:
+    """Make local pinned environments (idempotent; safe to run twice at once)."""
+    from worker.environments.provision import provision
+
+    if not env_ids and not everything:
+        raise BadInput("ENV", "name at least one environment, or --all")
+    settings = Settings.from_env()
+    catalog = default_catalog()
+    targets = catalog.environments if everything else [catalog.get(i, "ENV") for i in env_ids]
+    for environment in targets:
+        click.echo(f"provisioning {environment.id} ...", err=True)
+        facts = provision(settings, environment)
+        click.echo(f"{environment.id}: TVM {facts['version']} ready", err=True)

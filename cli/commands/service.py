@@ -1,0 +1,138 @@
+"""`tvmrepro serve`, `tvmrepro worker` and `tvmrepro up`: the service's processes, apart or the
+API and one worker in one command (embedded broker and store by default)."""
+
+from __future__ import annotations
+
+import ctypes
+import signal
+import subprocess
+import sys
+
+import click
+
+from cli.discovery import announced, local_url, provisioned_cpu
+from cli.output import reports_errors
+from tvmrepro.environments import Environment, default_catalog
+from tvmrepro.settings import Settings
+
+ALSO_PROVISIONED_HELP = ("With --env: also every CPU environment provisioned on this home, now "
+                         "or while it runs (`tvmrepro env provision`); without --env that is the "
+                         "default. The local runtime only.")
+PR_SET_PDEATHSIG = 1
+WORKER_STOP_S = 20.0
+
+
+def default_environments(settings: Settings) -> list[Environment]:
+    """One CPU environment per minor release, plus any other CPU one already provisioned here.
+
+    Those not yet provisioned are made when the worker starts (a few seconds each with a
+    warm package cache, a ~100 MB download each without).
+    """
+    catalog = default_catalog()
+    chosen = {env.id for env in catalog.spanning("cpu")}
+    chosen |= {env.id for env in provisioned_cpu(settings)}
+    return [env for env in catalog.environments if env.id in chosen]
+
+
+def _die_with_parent() -> None:
+    # The worker must not outlive `up` even when `up` is killed without a chance to clean up.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def start_worker(envs: list[Environment], follow_provisioned: bool = False
+                 ) -> subprocess.Popen[bytes]:
+    """A `tvmrepro worker` for these environments (and, following, every CPU environment
+    provisioned on this home while it runs), as a child of this process."""
+    args = [sys.executable, "-m", "cli", "worker"]
+    for env in envs:
+        args += ["--env", env.id]
+    if follow_provisioned:
+        args.append("--also-provisioned")
+    return subprocess.Popen(args, preexec_fn=_die_with_parent)
+
+
+def up(settings: Settings, envs: list[Environment], host: str, port: int,
+       follow_provisioned: bool = False) -> None:
+    """Run a worker for `envs` in the background and the API in the foreground, until stopped
+    (`follow_provisioned`: the worker also serves each CPU environment provisioned on this home
+    while it runs)."""
+    from service.server import serve
+
+    worker = start_worker(envs, follow_provisioned)
+    try:
+        with announced(settings, local_url(host, port), envs, follow_provisioned):
+            serve(settings, host, port)
+    finally:
+        # (An API process that gunicorn forked from this one unwinds through here too when it
+        # exits; the worker is not its child, so its Popen neither signals nor waits for it.)
+        worker.terminate()
+        try:
+            worker.wait(WORKER_STOP_S)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+
+
+def _service_settings() -> Settings:
+    """Settings for a process of the service, with its home and store made (or one clear error)."""
+    from tvmrepro.store import open_store
+
+    settings = Settings.from_env()
+    settings.ensure_home()
+    open_store(settings.store_url)
+    return settings
+
+
+@click.command("serve")
+@click.option("--host", default=None, help="Address to bind (default $TVMREPRO_HOST, else 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Port (default $TVMREPRO_PORT, else 8000).")
+@reports_errors
+def serve_command(host: str | None, port: int | None) -> None:
+    """Serve the HTTP API (gunicorn); workers run separately (tvmrepro worker)."""
+    from service.server import serve
+
+    serve(_service_settings(), host, port)
+
+
+@click.command("worker")
+@click.option("--env", "env_ids", multiple=True,
+              help="Environment whose runs this worker takes (repeatable; default: as for "
+                   "`tvmrepro up`, the newest CPU release of each minor version).")
+@click.option("--concurrency", type=int, default=None,
+              help="Runs at once (default $TVMREPRO_WORKER_CONCURRENCY, else one per core, "
+                   "at least 2).")
+@click.option("--loglevel", default="INFO", help="Celery log level.")
+@click.option("--also-provisioned", is_flag=True, help=ALSO_PROVISIONED_HELP)
+@reports_errors
+def worker_command(env_ids: tuple[str, ...], concurrency: int | None, loglevel: str,
+                   also_provisioned: bool) -> None:
+    """Take runs of these environments from the broker (provisioning them, or building their
+    images, first)."""
+    from tvmrepro.queue import worker_concurrency
+    from worker.process import run_worker
+
+    settings = _service_settings()
+    envs = [default_catalog().get(i, "--env") for i in env_ids] or default_environments(settings)
+    run_worker(settings, envs, concurrency or worker_concurrency(settings), loglevel,
+               follow_provisioned=also_provisioned or not env_ids)
+
+
+@click.command("up")
+@click.option("--port", type=int, default=None, help="Port (default $TVMREPRO_PORT, else 8000).")
+@click.option("--host", default=None, help="Address to bind (default $TVMREPRO_HOST, else 127.0.0.1).")
+@click.option("--env", "env_ids", multiple=True,
+              help="Environments for the worker (default: the newest CPU release of each minor "
+                   "version, plus the CPU ones provisioned here, now or later).")
+@click.option("--also-provisioned", is_flag=True, help=ALSO_PROVISIONED_HELP)
+@reports_errors
+def up_command(port: int | None, host: str | None, env_ids: tuple[str, ...],
+               also_provisioned: bool) -> None:
+    """The API and a worker in one command (no Redis needed: embedded broker and SQLite)."""
+    settings = _service_settings()
+    envs = [default_catalog().get(i, "--env") for i in env_ids] or default_environments(settings)
+    follow = (also_provisioned or not env_ids) and settings.runtime == "local"
+    later = ", and every CPU environment provisioned here later" if follow else ""
+    click.echo(f"tvm-repro on http://{host or settings.host}:{port or settings.port} "
+               f"(worker for {', '.join(e.id for e in envs)}{later})", err=True)
+    up(settings, envs, host or settings.host, port or settings.port, follow)

@@ -1,0 +1,225 @@
+"""Reports from a GitHub issue export (`gh issue list --json number,title,state,body,url`) or
+one issue's Markdown: each report's script (its Python blocks, joined), stated TVM version and
+quoted error, or why it has no runnable code."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+import textwrap
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from tvmrepro.cases import Case, parse_case
+from tvmrepro.environments import default_catalog
+from tvmrepro.errors import BadInput
+from tvmrepro.jobs.tracker.markdown import (
+    Block,
+    fenced_blocks,
+    outside_blocks,
+    quoted_error,
+    stated_version,
+    titled_error,
+)
+from tvmrepro.jobs.tracker.modules import module_case
+
+EXPORT_FIELDS = ("number", "title", "state", "body", "url")
+_PYTHON_TAGS = {"", "python", "py", "python3", "ipython", "pycon"}
+# Sections whose blocks show what happened, not what to run ("Actual behavior", "Error log";
+# not "Steps to reproduce the error").
+_OUTPUT_SECTION = re.compile(r"^\W*(actual|expected|output|error|log|result|trace|crash)",
+                             re.IGNORECASE)
+_TRACEBACK = re.compile(r"^\s*(Traceback \(most recent call last\)|File \".*\", line \d+)",
+                        re.MULTILINE)
+# Files a script reads that a body cannot hold (models, inputs, weights).
+_DATA_FILE = re.compile(r"\.(onnx|pkl|pickle|pt|pth|tflite|pb|npy|npz|params|h5|bin|so|tar)$")
+
+
+class ImportedReport(BaseModel):
+    """One report as imported: where it came from, what it quotes, and its case or why none."""
+
+    number: int | None
+    title: str
+    state: str | None
+    url: str | None
+    tvm_version: str | None
+    quoted_error: str | None
+    quoted_error_type: str | None
+    script: str | None
+    no_code: str | None  # why there is no runnable script (None when there is one)
+    # The case JSON in module mode, where the script is a module, its passes and a build.
+    module_case: dict[str, Any] | None = None
+
+    def case(self) -> Case:
+        """The report's script case, as `tvmrepro run repro.py` makes it."""
+        if self.script is None:
+            raise BadInput(self.label, f"no case: {self.no_code}")
+        return parse_case({"title": self.label, "script": self.script})
+
+    @property
+    def label(self) -> str:
+        """How the report is named: "#17357", or its title when it has no number."""
+        return f"#{self.number}" if self.number is not None else self.title
+
+
+def is_code(block: Block) -> bool:
+    """A block the reporter meant to run: Python that parses, not a traceback or output."""
+    if block.language not in _PYTHON_TAGS or _TRACEBACK.search(block.text):
+        return False
+    # Under "Actual/Expected behavior" even a block tagged python is output (a printed module):
+    # run after the script, it could fail where the script did not.
+    if _OUTPUT_SECTION.search(block.section):
+        return False
+    try:
+        tree = ast.parse(textwrap.dedent(block.text))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return bool(tree.body)
+
+
+def joined_script(blocks: list[Block]) -> str:
+    """The code blocks as one script, in the body's order; a block repeated is taken once (a
+    report that shows its script twice, or a module again in its "before" section)."""
+    seen: set[str] = set()
+    parts: list[str] = []
+    for block in blocks:
+        text = textwrap.dedent(block.text).strip("\n")
+        if text not in seen:
+            seen.add(text)
+            parts.append(text)
+    return "\n\n".join(parts) + "\n"
+
+
+@lru_cache(maxsize=1)
+def environment_modules() -> frozenset[str]:
+    """The modules some pinned environment can import besides the standard library: its
+    packages (images/environments.toml) by their import names (apache-tvm is `tvm`,
+    ml-dtypes `ml_dtypes`)."""
+    packages = {name for env in default_catalog().environments for name in env.packages}
+    return frozenset(name.removeprefix("apache-").replace("-", "_") for name in packages)
+
+
+def missing_inputs(script: str) -> list[str]:
+    """What the script needs that no environment has: packages beyond TVM's own, data files."""
+    tree = ast.parse(script)
+    needs: list[str] = []
+    for node in ast.walk(tree):
+        names = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                 [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level
+                 else [])
+        for name in names:
+            top = name.split(".")[0]
+            if top not in environment_modules() and top not in sys.stdlib_module_names:
+                needs.append(f"package {top}")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and _DATA_FILE.search(node.value):
+            needs.append(f"file {node.value}")
+    return list(dict.fromkeys(needs))
+
+
+def why_no_code(blocks: list[Block], script: str | None) -> str | None:
+    """Why the body has no runnable script, or None when it has one."""
+    if not blocks:
+        return "the body has no code block"
+    if script is None:
+        kinds = sorted({b.language or "untagged" for b in blocks})
+        cut = " (the body ends inside a block: the stored text is cut short)" \
+            if not blocks[-1].closed else ""
+        return f"no block is a Python script (blocks: {', '.join(kinds)}; tracebacks and " \
+               f"output are not code){cut}"
+    if "tvm" not in script:
+        return "the code does not use TVM"
+    needs = missing_inputs(script)
+    if needs:
+        return f"the script needs what the body does not hold: {', '.join(needs)}"
+    return None
+
+
+def import_body(body: str, number: int | None = None, title: str = "", state: str | None = None,
+                url: str | None = None) -> ImportedReport:
+    """One report from its Markdown body."""
+    blocks = fenced_blocks(body)
+    code = [b for b in blocks if is_code(b)]
+    script = joined_script(code) if code else None
+    reason = why_no_code(blocks, script)
+    # A title often names the error when the body does not ("[Bug] TVMError: ...").
+    quoted = quoted_error([b for b in blocks if b not in code], outside_blocks(body)) \
+        or titled_error(title)
+    label = f"#{number}" if number is not None else title
+    return ImportedReport(number=number, title=title, state=state, url=url,
+                          tvm_version=stated_version(body),
+                          quoted_error=quoted.line if quoted else None,
+                          quoted_error_type=quoted.error_type if quoted else None,
+                          script=None if reason else script, no_code=reason,
+                          module_case=None if reason or script is None
+                          else valid_module_case(script, label))
+
+
+def valid_module_case(script: str, title: str) -> dict[str, Any] | None:
+    """The script's module-mode case where it is one and validates as a case, else None."""
+    case = module_case(script, title)
+    if case is None:
+        return None
+    try:
+        parse_case(case)
+    except BadInput:
+        return None
+    return case
+
+
+def export_entry(item: Any, index: int, prefix: str = "") -> ImportedReport:
+    """One issue of an export (`[index]` in messages, after `prefix`), imported."""
+    where = f"{prefix}[{index}]"
+    if not isinstance(item, dict):
+        raise BadInput(where, f"must be an object with {', '.join(EXPORT_FIELDS)}, "
+                              f"got {type(item).__name__}")
+    if not isinstance(item.get("body"), str):
+        raise BadInput(f"{where}.body", "missing, or not a string (export with "
+                                        "`gh issue list --json number,title,state,body,url`)")
+    number = item.get("number")
+    if number is not None and (not isinstance(number, int) or isinstance(number, bool)):
+        raise BadInput(f"{where}.number", f"must be an integer, got {number!r}")
+    for field in ("title", "state", "url"):
+        if item.get(field) is not None and not isinstance(item[field], str):
+            raise BadInput(f"{where}.{field}", "must be a string")
+    state = item.get("state")
+    if state is not None and state.upper() not in ("OPEN", "CLOSED"):
+        raise BadInput(f"{where}.state", f"must be OPEN or CLOSED, got {state[:40]!r}")
+    return import_body(item["body"], number, item.get("title") or "",
+                       state.upper() if state else None, item.get("url"))
+
+
+def import_export(data: Any) -> list[ImportedReport]:
+    """Every report of a decoded `gh issue list --json ...` export."""
+    if not isinstance(data, list):
+        raise BadInput("issues", f"must be a JSON array of issues, got {type(data).__name__}")
+    reports = [export_entry(item, i) for i, item in enumerate(data)]
+    numbers = [r.number for r in reports if r.number is not None]
+    if len(set(numbers)) != len(numbers):
+        twice = sorted({n for n in numbers if numbers.count(n) > 1})
+        raise BadInput("issues", f"issue numbers appear twice: {twice}")
+    return reports
+
+
+def import_file(path: Path) -> list[ImportedReport]:
+    """The reports of an export (.json) or of one issue's Markdown (.md, its number from a
+    file name such as 17357.md)."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(str(path), f"cannot read: {getattr(exc, 'strerror', None) or exc}") from exc
+    if path.suffix == ".json":
+        try:
+            return import_export(json.loads(text))
+        except json.JSONDecodeError as exc:
+            raise BadInput(str(path), f"not JSON: {exc.msg} at line {exc.lineno} "
+                                      f"column {exc.colno}") from exc
+    if path.suffix in (".md", ".markdown"):
+        digits = re.fullmatch(r"\D*(\d+)", path.stem)
+        return [import_body(text, int(digits.group(1)) if digits else None, path.stem)]
+    raise BadInput(str(path), "expected an issue export (.json) or one issue's Markdown (.md)")

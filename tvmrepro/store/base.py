@@ -1,0 +1,76 @@
+"""The store's database: its engine, write transactions and schema (the job store builds on it).
+
+`Store` and the table families it is made of (jobs, results, workers, bisections...) all
+read and write through one `StoreBase`: one engine, one way to open a write transaction.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from tvmrepro.store import migrations
+from tvmrepro.store import schema as t
+from tvmrepro.store.engine import make_engine
+
+SCHEMA_ATTEMPTS = 5  # a first start may wait long for another's lock
+# The database did not answer (down, or locked past its timeout): worth retrying later.
+StoreAway = sa.exc.OperationalError
+
+
+def store_exists(url: str) -> bool:
+    """Whether the store at `url` may hold something (False: a SQLite file not made yet)."""
+    parsed = sa.engine.make_url(url)
+    return parsed.get_backend_name() != "sqlite" or Path(parsed.database or "").exists()
+
+
+class StoreBase:
+    """A database's engine, its write transactions and its schema; thread-safe."""
+
+    def __init__(self, url: str, pooled: bool = True) -> None:
+        self.url = url
+        self.engine = make_engine(url, pooled)
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn:
+            conn.execution_options(write=True)
+            with conn.begin():
+                yield conn
+
+    def write(self) -> AbstractContextManager[Connection]:
+        """A write transaction on the store's tables (tests set rows up with it)."""
+        return self._write()
+
+    def create_schema(self) -> None:
+        """Upgrade the schema to the newest revision (idempotent, safe at once in many places)."""
+        for attempt in range(SCHEMA_ATTEMPTS):
+            try:
+                with self._write() as conn:
+                    migrations.upgrade(conn)
+                return
+            except sa.exc.DBAPIError:
+                # SQLite may refuse a writer that waited past its busy timeout.
+                if attempt == SCHEMA_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+
+    def drop_schema(self) -> None:
+        """Drop every table of the store, the migrations' record included (tests clean up)."""
+        t.metadata.drop_all(self.engine)
+        with self._write() as conn:
+            conn.execute(sa.text("DROP TABLE IF EXISTS alembic_version"))
+
+    def ping(self) -> None:
+        """Raise if the database does not answer."""
+        with self.engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+
+    def dispose(self) -> None:
+        """Close pooled connections (after a fork, or at exit)."""
+        self.engine.dispose()
