@@ -31,8 +31,8 @@ OLD_ENV, NEW_ENV = "tvm-0.25.0-cpu", "tvm-0.27.0.post1-cpu"
 MISSING_FUNCTION = "fused_relax_nn_attention_cutlass_gv"
 REPO = Path(__file__).resolve().parents[1]
 CASES = REPO / "tests" / "cases"  # every case the tests run, kept with them
-# apache/tvm's commit index (tests/history/README.md): the test stacks' history.
-HISTORY_INDEX = REPO / "tests" / "history" / "apache-tvm-commits.jsonl.gz"
+# apache/tvm's commit index (tvmrepro/data/README.md): the test stacks' history.
+HISTORY_INDEX = REPO / "tvmrepro" / "data" / "apache-tvm-commits.jsonl.gz"
 
 
 # pytest-xdist (`make test` runs it with -n): a unit of tests is handed to one worker process

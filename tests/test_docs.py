@@ -14,7 +14,7 @@ DOCS = REPO / "docs"
 README_MAX_LINES = 200
 SCHEMAS_SCRIPT = REPO / "scripts" / "docs-schemas"
 # What lies beside a checkout is not the repository's: a reader of the repository has none of it.
-OUTSIDE = ("../shared", "shared/cases", "shared/history", "docs/contract.md")
+OUTSIDE = ("../shared", "shared/cases", "shared/history", "CONTRACT.md")
 CODE_FOLDERS = ("tvmrepro", "service", "worker", "cli", "images", "tests", "bench", "scripts")
 DOCS_LINK = re.compile(r"\]\(docs/([\w-]+\.md)(?:#[\w-]*)?\)")
 

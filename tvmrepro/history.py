@@ -33,8 +33,9 @@ from tvmrepro.errors import BadInput
 
 REPOSITORY_URL = "https://github.com/apache/tvm"
 MAIN = "main"
-# The history kept next to the checkout when TVMREPRO_TVM_HISTORY is not set (if present).
-BESIDE_CHECKOUT = Path(__file__).resolve().parents[2] / "shared" / "history"
+# The commit index the project ships (tvmrepro/data/README.md), used when no history is named:
+# a clone anywhere, or an installed package, has windows and suspects without a setting.
+SHIPPED = Path(__file__).resolve().parent / "data"
 INDEX_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz")
 _PR = re.compile(r"\(#(\d+)\)\s*$")
 _HUNK = re.compile(r"^@@ [^@]* @@ ?(.*)$")
@@ -357,10 +358,10 @@ def _parse_entry(entry: str) -> Commit:
 
 def open_history(spec: str | Path | None, home: Path | None = None) -> History | None:
     """The history a setting or flag names: an index file, a folder holding one, a git
-    repository, or a URL cloned once into `home`; None when none is named and none lies
-    beside the checkout. BadInput names `history` when the one named cannot be read."""
+    repository, or a URL cloned once into `home`; the shipped index when none is
+    named. BadInput names `history` when the one named cannot be read."""
     if spec is None or str(spec) == "":
-        return _index_in(BESIDE_CHECKOUT) if BESIDE_CHECKOUT.is_dir() else None
+        return _index_in(SHIPPED) if SHIPPED.is_dir() else None
     text = str(spec)
     if "://" in text or text.startswith("git@"):
         if home is None:

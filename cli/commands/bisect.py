@@ -150,7 +150,7 @@ def _history_aside() -> History | None:
 
 
 def chosen_history(flag: str | None) -> History | None:
-    """--history, else TVMREPRO_TVM_HISTORY, else the history beside the checkout (if any)."""
+    """--history, else TVMREPRO_TVM_HISTORY, else the shipped commit index."""
     settings = Settings.from_env()
     try:
         return open_history(flag or settings.tvm_history, settings.home)

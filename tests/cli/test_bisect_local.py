@@ -68,7 +68,7 @@ def test_bad_options_exit_2_naming_the_flag(test_home: Path) -> None:
 
 
 def test_a_fix_between_two_candidates_names_its_window_and_its_pr(test_home: Path) -> None:
-    """One bisection with a history (tests/history's commit index): the window of the two
+    """One bisection with a history (the shipped commit index): the window of the two
     releases' commits and the fix's PR first among its suspects (tests/cases/relax-max-0d-tensor)."""
     index = HISTORY_INDEX
     found = bisect_json(REPO / "tests/cases/relax-max-0d-tensor/case.json", "--env",

@@ -313,7 +313,7 @@ def test_a_bisection_shows_its_commit_window_under_the_timeline(browser: Any, st
     job = stack.submit({"kind": "bisect", "case": fixed_in_027(0, f"window {time.time()}"),
                         "environments": [OLD_ENV, NEW_ENV]})
     change = stack.wait(job["id"])["bisect"]["transitions"][0]
-    span = change["window"]  # the stack's history: tests/history's index
+    span = change["window"]  # the stack's history: the shipped index
     assert span["open_ended"]  # 0.27.0.post1's commit is newer than the history
     browser.get(f"{stack.url}/jobs/{job['id']}")
     wait_for(browser, lambda d: by_css(d, "div.windows section.window"), "the commit window")

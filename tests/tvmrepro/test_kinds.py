@@ -27,7 +27,7 @@ from service.jobs import JobService
 from tests.conftest import NEW_ENV
 from tests.fakes.runtime import DIRECTIVE, FakeRuntime
 from tests.service.stack import api_in_thread
-from tests.worker.test_tasks import run_task
+from tests.worker.task_runs import run_task
 from tvmrepro.api.requests import CaseRequest
 from tvmrepro.api.views import JobView
 from tvmrepro.environments import Catalog, default_catalog

@@ -1,4 +1,4 @@
-"""Suspects of real release transitions, ranked with tests/history's commit index (no TVM runs).
+"""Suspects of real release transitions, ranked with the shipped commit index (no TVM runs).
 
 tests/tvmrepro/real_transitions.json holds each real behaviour change the bisection tests find
 (tests/cases/*/NOTES.md trace its PR), the commits of the releases' wheels, and the stored

@@ -1,5 +1,5 @@
 """Real release transitions (real_transitions.json) and their suspects, ranked with the
-commit index of tests/history."""
+commit index of tvmrepro/data."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def bisected(stored: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str
 
 
 def suspects_of(stored: dict[str, Any]) -> dict[str, Any]:
-    """The transition as `annotate` leaves it, with tests/history's index as the history."""
+    """The transition as `annotate` leaves it, with the shipped index as the history."""
     found, runs = bisected(stored)
     case = json.loads((REPO / "tests" / "cases" / stored["case"] / "case.json").read_text())
     annotate(found, runs.get, case, IndexHistory(INDEX))

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from celery import Celery
 
 from service.jobs import JobService
 from tests.fakes.runtime import DIRECTIVE, FakeRuntime
+from tests.worker.task_runs import run_task
 from tvmrepro.environments import default_catalog
 from tvmrepro.lifecycle import RunState
-from tvmrepro.queue import RUN_TASK, make_celery
+from tvmrepro.queue import make_celery
 from tvmrepro.settings import Settings
 from worker.runtimes import RUNTIMES
 
@@ -45,14 +45,6 @@ def service(request: pytest.FixtureRequest, tmp_path: Path,
     opened.store.save_fingerprint(ENV, fake.fingerprint(default_catalog().get(ENV)))
     yield opened
     opened.store.dispose()
-
-
-def run_task(app: Celery, run_id: str) -> str:
-    """Execute the task in this process, as a worker would."""
-    import worker.tasks  # noqa: F401  # registers the task with the app
-
-    outcome: str = app.tasks[RUN_TASK].apply(args=[run_id]).get()
-    return outcome
 
 
 def submit(service: JobService, outcome: dict[str, Any]) -> dict[str, Any]:

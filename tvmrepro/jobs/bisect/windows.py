@@ -33,7 +33,7 @@ def _opened(spec: str | None, home: str) -> History | None:
 
 
 def configured_history(settings: Settings | None = None) -> History | None:
-    """TVMREPRO_TVM_HISTORY's history (or the one beside the checkout); None when there is
+    """TVMREPRO_TVM_HISTORY's history (or the shipped commit index); None when there is
     none or it cannot be read (logged: a bisection still answers without suspects)."""
     settings = settings or Settings.from_env()
     try:
