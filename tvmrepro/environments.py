@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
 from packaging.version import Version
 
 from images import ENVIRONMENTS_FILE
-from tvmrepro.errors import UnknownEnvironment
+from tvmrepro.errors import BadInput, UnknownEnvironment
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,39 @@ class Environment:
     dockerfile: str
     python: str
     verified: str
+    # The frontend packages verified with this release (torch, onnx, onnxruntime: the
+    # `frontends` set it names), and their import names. Installed only in the frontend flavour.
+    frontend_packages: dict[str, str] = field(default_factory=dict)
+    frontend_modules: tuple[str, ...] = ()
+    # This is the frontend flavour: the same id and TVM, with frontend_packages installed too.
+    frontends: bool = False
+
+    @property
+    def key(self) -> str:
+        """What tells this flavour from the plain one where both live side by side (its local
+        directory, its image tag's suffix, the worker's pools): the id, plus "+frontends"."""
+        return f"{self.id}+frontends" if self.frontends else self.id
+
+    @property
+    def installed(self) -> dict[str, str]:
+        """Every package this flavour installs, pinned."""
+        return {**self.packages, **self.frontend_packages} if self.frontends else self.packages
+
+    def with_frontends(self) -> Environment:
+        """The frontend flavour of this environment; BadInput when its release names no
+        verified frontend set."""
+        if self.frontends:
+            return self
+        if not self.frontend_packages:
+            raise BadInput("environments", f"{self.id} has no verified frontend packages "
+                           f"(torch, onnx): images/environments.toml names none for {self.release}")
+        return replace(self, frontends=True, image=f"{self.image}-frontends")
+
+    def plain(self) -> Environment:
+        """The plain flavour of this environment (itself when it is one)."""
+        if not self.frontends:
+            return self
+        return replace(self, frontends=False, image=self.image.removesuffix("-frontends"))
 
     @property
     def version(self) -> Version:
@@ -35,7 +68,7 @@ class Environment:
 
     def requirements(self) -> list[str]:
         """Exact requirement lines ('name==version'), one per pinned package."""
-        return [f"{name}=={pin}" for name, pin in sorted(self.packages.items())]
+        return [f"{name}=={pin}" for name, pin in sorted(self.installed.items())]
 
 
 @dataclass(frozen=True)
@@ -83,7 +116,9 @@ def load_catalog(path: Path = ENVIRONMENTS_FILE) -> Catalog:
     """Parse an environments file into a Catalog."""
     data = tomllib.loads(path.read_text())
     envs = []
+    frontend_sets = data.get("frontends", {})
     for release, rel in data["releases"].items():
+        frontend = frontend_sets[rel["frontends"]] if "frontends" in rel else {}
         for device, dev in data["devices"].items():
             envs.append(
                 Environment(
@@ -97,6 +132,8 @@ def load_catalog(path: Path = ENVIRONMENTS_FILE) -> Catalog:
                     dockerfile=dev["dockerfile"],
                     python=dev.get("python", data["python"]),
                     verified=rel.get("verified", ""),
+                    frontend_packages=dict(frontend.get("packages", {})),
+                    frontend_modules=tuple(frontend.get("modules", ())),
                 )
             )
     envs.sort(key=lambda e: (e.version, e.device))

@@ -73,6 +73,9 @@ class Result(BaseModel):
     outputs: Any = None
     reference_outputs: Any = None  # what the case's NumPy reference computed, summarized
     tvm: dict[str, Any] | None = None
+    # The frontend packages the run had (torch, onnx, onnxruntime: their pins), where the case
+    # imports them and so ran in its environment's frontend flavour; None for a plain run.
+    frontends: dict[str, str] | None = None
     seconds: dict[str, float] = Field(default_factory=dict)
     isolation: dict[str, Any] = Field(default_factory=dict)
     log: Log = Field(default_factory=Log)

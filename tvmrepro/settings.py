@@ -69,6 +69,10 @@ CLAIM_GRACE_S = 60.0
 WARM_SANDBOXES = 1
 WARM_IDLE_S = 900.0
 ENV_PREFIX = "TVMREPRO_"
+# Where the frontend flavours' torch comes from when TVMREPRO_TORCH_SOURCE is unset and pip has
+# no folder of wheels (PIP_FIND_LINKS): PyTorch's own index of CPU builds (PyPI's x86_64 torch
+# is a CUDA build of several GB).
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 # How a value that does not parse is described (pydantic's error type -> words).
 _PROBLEMS = {"int_parsing": "not an integer", "int_from_float": "not an integer",
@@ -98,6 +102,9 @@ class Settings(BaseModel):
     # The base image that image builds use instead of the recipes' official one (where no
     # registry can be reached): e.g. a local stand-in of python:3.11-slim.
     base_image: str | None = None
+    # Where the frontend flavours' torch (a CPU build) is installed from: an index URL or a
+    # folder of wheels. Unset: pip's own folder (PIP_FIND_LINKS), else TORCH_CPU_INDEX.
+    torch_source: str | None = None
     # Where downloaded packages are kept (default: under the home); homes can share one.
     package_cache: Path | None = None
     log_cap_bytes: int = Field(default=LOG_CAP_BYTES, gt=0)
@@ -156,6 +163,13 @@ class Settings(BaseModel):
         except OSError as exc:
             raise ReproError(f"cannot create TVMREPRO_HOME {self.home}: {exc.strerror}") from exc
         return self.home
+
+    def torch_wheels(self) -> str:
+        """Where torch's CPU build is installed from (see torch_source)."""
+        if self.torch_source:
+            return self.torch_source
+        pip_folders = os.environ.get("PIP_FIND_LINKS", "").split()
+        return pip_folders[0] if pip_folders else TORCH_CPU_INDEX
 
     @property
     def envs_dir(self) -> Path:

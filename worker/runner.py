@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
+from tvmrepro.frontends import needs_frontends
 from tvmrepro.results import FunctionInfo, Log, PassRecord, Result, Status
 from worker.runtimes.base import Execution, Runtime, SandboxJob
 from worker.runtimes.events import Event
@@ -79,6 +80,8 @@ def run_variant(case: Case, variant: str, env: Environment, runtime: Runtime,
                 run_id: str | None = None, job_id: str = "local") -> Result:
     """Run `variant` of `case` in `env` and classify what happened."""
     case.variant(variant)  # BadInput for an unknown variant
+    if needs_frontends(case):  # torch, onnx: the environment's frontend flavour (same id)
+        env = env.with_frontends()
     job = SandboxJob(run_id=run_id or uuid.uuid4().hex, job_id=job_id, env=env,
                      case=harness_case(case, env), variant=variant)
     execution = runtime.execute(job)
@@ -305,11 +308,20 @@ def assemble_result(job: SandboxJob, ex: Execution) -> Result:
         reproducer=_reproducer(events),
         passes=passes,
         tvm=dict(ex.tvm) if ex.tvm is not None else None,
+        frontends=frontend_pins(job.env),
         seconds=seconds,
         isolation=dict(ex.isolation),
         log=Log(stdout=ex.stdout, stderr=ex.stderr, truncated=ex.truncated),
         **fields,
     ))
+
+
+def frontend_pins(env: Environment) -> dict[str, str] | None:
+    """The frameworks a frontend flavour's run had (its pins), None for a plain run."""
+    if not env.frontends:
+        return None
+    return {name: pin for name, pin in sorted(env.frontend_packages.items())
+            if name.replace("-", "_") in env.frontend_modules}
 
 
 def text(value: str) -> str:

@@ -26,24 +26,32 @@ def env_list(as_json: bool) -> None:
     rows = []
     for environment in default_catalog().environments:
         fingerprint = read_fingerprint(settings, environment)
+        flavour = environment.with_frontends() if environment.frontend_packages else None
         rows.append({"id": environment.id, "tvm": environment.release, "device": environment.device,
                      "image": environment.image, "packages": environment.packages,
+                     "frontend_packages": environment.frontend_packages,
                      "verified": environment.verified,
                      "provisioned": fingerprint is not None,
+                     "frontends_provisioned": flavour is not None
+                     and read_fingerprint(settings, flavour) is not None,
                      "commit": (fingerprint or {}).get("commit")})
     if as_json:
         print_json({"environments": rows})
         return
     for row in rows:
         mark = "provisioned" if row["provisioned"] else "-"
-        click.echo(f"{row['id']:<28} {row['device']:<5} {mark:<12} {row['commit'] or ''}".rstrip())
+        mark += " +frontends" if row["frontends_provisioned"] else ""
+        click.echo(f"{row['id']:<28} {row['device']:<5} {mark:<24} {row['commit'] or ''}".rstrip())
 
 
 @env.command("provision")
 @click.argument("env_ids", nargs=-1)
 @click.option("--all", "everything", is_flag=True, help="Every environment in the catalog.")
+@click.option("--frontends", is_flag=True,
+              help="Also their frontend flavour (torch, onnx, onnxruntime), which a report that "
+                   "imports them runs in (else made on its first such report).")
 @reports_errors
-def env_provision(env_ids: tuple[str, ...], everything: bool) -> None:
+def env_provision(env_ids: tuple[str, ...], everything: bool, frontends: bool) -> None:
     """Make local pinned environments (idempotent; safe to run twice at once)."""
     from worker.environments.provision import provision
 
@@ -52,7 +60,9 @@ def env_provision(env_ids: tuple[str, ...], everything: bool) -> None:
     settings = Settings.from_env()
     catalog = default_catalog()
     targets = catalog.environments if everything else [catalog.get(i, "ENV") for i in env_ids]
-    for environment in targets:
-        click.echo(f"provisioning {environment.id} ...", err=True)
+    flavours = [env.with_frontends() for env in targets] if frontends else []
+    for environment in [*targets, *flavours]:
+        what = " with its frontends" if environment.frontends else ""
+        click.echo(f"provisioning {environment.id}{what} ...", err=True)
         facts = provision(settings, environment)
-        click.echo(f"{environment.id}: TVM {facts['version']} ready", err=True)
+        click.echo(f"{environment.id}: TVM {facts['version']}{what} ready", err=True)

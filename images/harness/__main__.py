@@ -23,6 +23,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from . import frontends
 from .classify import Outcome, classify
 from .events import EventSink
 from .modes import run_module_case, run_script_case
@@ -99,6 +100,8 @@ def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path,
     recorder = None
     try:
         tvm = _import_tvm()
+        if frontends.wanted():  # before the hooks: they trace the importers loaded now
+            frontends.import_frontends()
         fields["tvm"] = _tvm_facts(tvm)
         sink.emit("start", tvm=fields["tvm"])
         tracer.install(tvm)
@@ -127,6 +130,9 @@ def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path,
         fields["pass_path"] = pass_path_of(exc)
         if tracer.stage == "import" and outcome.status == "error":
             outcome = dataclasses.replace(outcome, status="infra_error")
+        if stage == frontends.MODEL_STAGE and outcome.status == "error":
+            message = frontends.framework_refused(outcome.message or "", outcome.error_type or "")
+            outcome = dataclasses.replace(outcome, status="incompatible", message=message)
         _print_traceback(exc)
     if recorder is not None:  # the recorded modules' parse-back, once the script is over
         with contextlib.suppress(Exception):
@@ -139,6 +145,9 @@ def warm_up() -> None:
     """What every run needs, imported before a case exists (the child inherits it)."""
     _import_tvm()
     from . import extract, reduce_module  # noqa: F401  (the extract and check modes)
+
+    if frontends.wanted():  # torch, onnx and TVM's importers, with torch.export's set-up
+        frontends.warm_up()
 
     # TVMScript's dialects (the tracer imports them before any case runs) and the VM's ops
     # (every Relax build imports them): imported once here, not by each run (17 modules).

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from . import frontends
 from .events import EventSink
 
 STAGE_ATTR = "_tvmrepro_stage"
@@ -240,6 +241,8 @@ class Tracer:
         self._install_parse_hooks()
         self._install_build_hooks(tvm)
         self._install_vm_hooks(tvm)
+        if frontends.wanted():  # a frontend flavour: its importers and model makers too
+            frontends.install(self)
 
     def _install_pass_hooks(self, tvm: Any) -> None:
         tracer = self
@@ -290,7 +293,7 @@ class Tracer:
 
         pass_cls.__call__ = call_stamping_stage
 
-    def _staged(self, original: Callable[..., Any], stage: str,
+    def staged(self, original: Callable[..., Any], stage: str,
                 nest_build: bool = False) -> Callable[..., Any]:
         """`original`, entering `stage` while it runs and stamping what it raises."""
         tracer = self
@@ -314,15 +317,15 @@ class Tracer:
 
         return wrapped
 
-    def _wrap_stage(self, owner: Any, name: str, stage: str, nest_build: bool = False) -> None:
+    def wrap_stage(self, owner: Any, name: str, stage: str, nest_build: bool = False) -> None:
         original = getattr(owner, name, None)
         if original is None:
             return
-        setattr(owner, name, self._staged(original, stage, nest_build))
+        setattr(owner, name, self.staged(original, stage, nest_build))
 
-    def _wrap_everywhere(self, original: Any, stage: str, nest_build: bool = False) -> None:
+    def wrap_everywhere(self, original: Any, stage: str, nest_build: bool = False) -> None:
         if callable(original):
-            _replace_everywhere(original, self._staged(original, stage, nest_build))
+            _replace_everywhere(original, self.staged(original, stage, nest_build))
 
     def _install_parse_hooks(self) -> None:
         # Every TVMScript decorator (I.ir_module, R.function, T.prim_func) and from_source
@@ -330,20 +333,20 @@ class Tracer:
         import_dialects()
         entry = sys.modules.get("tvm.script.parser.core.entry")
         if entry is not None:
-            self._wrap_everywhere(entry.parse, "parse")
+            self.wrap_everywhere(entry.parse, "parse")
 
     def _install_build_hooks(self, tvm: Any) -> None:
-        self._wrap_everywhere(tvm.relax.build, "build", nest_build=True)
-        self._wrap_everywhere(getattr(tvm, "compile", None), "build", nest_build=True)
+        self.wrap_everywhere(tvm.relax.build, "build", nest_build=True)
+        self.wrap_everywhere(getattr(tvm, "compile", None), "build", nest_build=True)
         for tir_name in ("tirx", "tir"):
             tir = getattr(tvm, tir_name, None)
-            self._wrap_everywhere(getattr(tir, "build", None), "build", nest_build=True)
+            self.wrap_everywhere(getattr(tir, "build", None), "build", nest_build=True)
 
     def _install_vm_hooks(self, tvm: Any) -> None:
         vm_cls = tvm.relax.VirtualMachine
-        self._wrap_stage(vm_cls, "__init__", "vm_init")
+        self.wrap_stage(vm_cls, "__init__", "vm_init")
         for method in ("invoke_stateful", "time_evaluator", "set_input", "get_outputs"):
-            self._wrap_stage(vm_cls, method, "run")
+            self.wrap_stage(vm_cls, method, "run")
         original_getitem = vm_cls.__getitem__
         tracer = self
 

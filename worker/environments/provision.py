@@ -57,7 +57,7 @@ _COMMIT_ID = re.compile(r"""^__commit_id__ = commit_id = ['"]([^'"]+)['"]""", re
 
 def env_dir(settings: Settings, env: Environment) -> Path:
     """Where this environment lives (whether provisioned or not)."""
-    return settings.envs_dir / env.id
+    return settings.envs_dir / env.key
 
 
 def env_python(settings: Settings, env: Environment) -> Path:
@@ -71,7 +71,7 @@ def read_fingerprint(settings: Settings, env: Environment) -> Fingerprint | None
         data: Fingerprint = json.loads((env_dir(settings, env) / FINGERPRINT).read_text())
     except (OSError, ValueError):
         return None
-    if data.get("packages") != env.packages:
+    if data.get("packages") != env.installed:
         return None
     if "commit" not in data:
         data["commit"] = wheel_commit(env_dir(settings, env))
@@ -112,7 +112,7 @@ def _locked(path: Path, wait: bool = True) -> Iterator[bool]:
 
 
 def _provision_lock(settings: Settings, env: Environment) -> Path:
-    return settings.envs_dir / f".{env.id}.lock"
+    return settings.envs_dir / f".{env.key}.lock"
 
 
 @contextmanager
@@ -133,14 +133,14 @@ def in_use(settings: Settings, env: Environment) -> Iterator[Path]:
                 return
         finally:
             os.close(fd)  # releases the lock
-    raise ProvisionError(f"environment {env.id} kept changing or vanished while a run started")
+    raise ProvisionError(f"environment {env.key} kept changing or vanished while a run started")
 
 
 def _builds(settings: Settings, env: Environment) -> list[Path]:
     """Every build directory of env (current, old, or left by a provisioning that died)."""
     if not settings.envs_dir.is_dir():
         return []
-    return [p for p in settings.envs_dir.glob(f".{env.id}.*") if p.is_dir() and not p.is_symlink()]
+    return [p for p in settings.envs_dir.glob(f".{env.key}.*") if p.is_dir() and not p.is_symlink()]
 
 
 def _remove_if_unused(build: Path) -> bool:
@@ -191,15 +191,25 @@ def base_interpreter(version: str) -> str:
     return os.path.realpath(out.stdout.strip())
 
 
-def _uv(args: list[str], settings: Settings) -> None:
+def _uv(args: list[str], settings: Settings, extra: list[str] | None = None) -> None:
     # The system's certificate store: package indexes behind a TLS-inspecting proxy need it.
     env = {**os.environ, "UV_CACHE_DIR": str(settings.cache_dir), "UV_PYTHON_DOWNLOADS": "never",
            "UV_NATIVE_TLS": "1"}
-    extra = ["--find-links", str(settings.wheelhouse)] if settings.wheelhouse else []
+    extra = [*(extra or []), *(["--find-links", str(settings.wheelhouse)]
+                               if settings.wheelhouse else [])]
     proc = subprocess.run([sys.executable, "-m", "uv", *args, *extra], env=env,
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise ProvisionError(f"uv {args[0]} {args[1]} failed:\n{proc.stderr.strip()[-4000:]}")
+
+
+def torch_source(settings: Settings) -> list[str]:
+    """uv's options that take torch's CPU build from its configured source (Settings.torch_wheels):
+    a folder of wheels, or an index consulted beside PyPI for the best match of each exact pin."""
+    source = settings.torch_wheels()
+    if "://" in source and not source.startswith("file://"):
+        return ["--extra-index-url", source, "--index-strategy", "unsafe-best-match"]
+    return ["--find-links", source]
 
 
 def _probe(python: Path) -> Fingerprint:
@@ -220,7 +230,7 @@ def provision(settings: Settings, env: Environment) -> Fingerprint:
         existing = read_fingerprint(settings, env)
         if existing:  # another process made it while we waited for the lock
             return existing
-        staging = Path(tempfile.mkdtemp(prefix=f".{env.id}.", dir=settings.envs_dir))
+        staging = Path(tempfile.mkdtemp(prefix=f".{env.key}.", dir=settings.envs_dir))
         try:
             fingerprint = _build(settings, env, staging)
             _publish(env_dir(settings, env), staging)
@@ -239,8 +249,9 @@ def _build(settings: Settings, env: Environment, venv: Path) -> Fingerprint:
     # Compiled now: a sandbox's Python may not write bytecode (its environment is read-only), and
     # compiling TVM's modules from source in every run doubles the import (1.7 s -> 3.6-4.2 s).
     _uv(["pip", "install", "--quiet", "--compile-bytecode", "--python",
-         str(venv / "bin" / "python"), "--no-deps", *env.requirements()], settings)
-    fingerprint: Fingerprint = {"id": env.id, "packages": env.packages,
+         str(venv / "bin" / "python"), "--no-deps", *env.requirements()], settings,
+        torch_source(settings) if env.frontends else None)
+    fingerprint: Fingerprint = {"id": env.id, "packages": env.installed,
                                 **_probe(venv / "bin" / "python")}
     (venv / FINGERPRINT).write_text(json.dumps(fingerprint, indent=2))
     os.chmod(venv, 0o755)

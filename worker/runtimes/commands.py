@@ -30,9 +30,15 @@ ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "local
              "nsswitch.conf")
 
 
-def sandbox_environ() -> dict[str, str]:
+# Set in a frontend flavour's sandboxes: the harness imports TVM's frontends before the case
+# (a zygote once for all its runs) and traces them (stage `frontend`).
+FRONTENDS_VARIABLE = "TVMREPRO_FRONTENDS"
+
+
+def sandbox_environ(env: Environment | None = None) -> dict[str, str]:
     """The only variables the case sees: nothing of the caller's."""
-    return {
+    frontends = {FRONTENDS_VARIABLE: "1"} if env is not None and env.frontends else {}
+    return {**frontends,
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": "/tmp",
         "LANG": "C.UTF-8",

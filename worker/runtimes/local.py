@@ -120,7 +120,9 @@ class LocalRuntime:
 
     def prewarm(self, envs: list[Environment], processes: int = 1) -> None:
         """Keep sandboxes waiting for each of `envs` provisioned here, as warm.py says."""
-        self.warm.prewarm(envs, processes,
+        # The frontend flavours made here already (each made by a report's first need) too.
+        flavours = [env.with_frontends() for env in envs if env.frontend_packages]
+        self.warm.prewarm([*envs, *flavours], processes,
                           serves=lambda env: read_fingerprint(self.settings, env) is not None)
 
     def reserve(self, env: Environment, timeout_s: int, memory_mb: int, count: int = 1) -> None:
@@ -242,7 +244,7 @@ class LocalRuntime:
                 with open(rundir / ZYGOTE_LOG, "wb") as output:  # a file: never blocks a keeper
                     proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output,
                                             stderr=output,
-                                            env={**sandbox_environ(), **gpu_environ(env)},
+                                            env={**sandbox_environ(env), **gpu_environ(env)},
                                             pass_fds=(control_fd, *fds), start_new_session=True)
             except OSError as exc:
                 raise RuntimeFault(f"cannot start the zygote of {env.id}: {exc}") from exc
@@ -270,7 +272,7 @@ class LocalRuntime:
                hold: contextlib.ExitStack) -> LocalSandbox:
         uid = claim_uid(hold)
         rundir = self._prepare()
-        environ = {**sandbox_environ(), **gpu_environ(env)}
+        environ = {**sandbox_environ(env), **gpu_environ(env)}
         if not self.bwrap:
             environ["PYTHONPATH"] = str(rundir / "in")
         events_r, events_w = os.pipe()
@@ -302,6 +304,9 @@ class LocalRuntime:
 
     def _execute(self, job: SandboxJob) -> Execution:
         facts = read_fingerprint(self.settings, job.env)
+        if facts is None and job.env.frontends and read_fingerprint(
+                self.settings, job.env.plain()) is not None:
+            facts = self._make_flavour(job.env)
         if facts is None:
             raise RuntimeFault(f"environment {job.env.id} is not provisioned here "
                                f"(run: tvmrepro env provision {job.env.id})")
@@ -314,6 +319,19 @@ class LocalRuntime:
         execution.tvm = fingerprint_tvm(facts)
         collect_builds(self.settings, job.env, wait=False)  # builds replaced during the run
         return execution
+
+    def _make_flavour(self, env: Environment) -> Fingerprint:
+        """The frontend flavour of a served environment, made on its first report that imports
+        torch or onnx (about 11 s from the package cache, longer with the first download)."""
+        log.info("installing the frontend packages (%s) for %s, on first need",
+                 ", ".join(f"{n} {v}" for n, v in sorted(env.frontend_packages.items())
+                           if n in env.frontend_modules), env.id)
+        try:
+            facts = provision(self.settings, env)
+        except ProvisionError as exc:
+            raise RuntimeFault(f"cannot install the frontend packages of {env.id}: {exc}") from exc
+        self.warm.serve(env)
+        return facts
 
     def _hand_over(self, job: SandboxJob, limits: Limits, key: bytes) -> tuple[Execution, bool]:
         """The run in a sandbox that took the case; whether that one was warm."""

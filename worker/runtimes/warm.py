@@ -73,13 +73,19 @@ class WarmSandboxes(Generic[S]):
         at_start = warm_at_start(len(envs), processes)
         for env in envs:
             if serves(env):
-                self.served[env.id] = env
+                self.served[env.key] = env
                 if at_start:
                     self.pool.fill(self._key(env))
 
+    def serve(self, env: Environment) -> None:
+        """Keep sandboxes waiting for env too, from after its run now (a frontend flavour made
+        for that run: its first run is cold, the next ones take a warm sandbox)."""
+        if self.pool is not None:
+            self.served.setdefault(env.key, env)
+
     def _key(self, env: Environment) -> tuple[str, Limits]:
         """The pool's key of env's warm sandboxes."""
-        return env.id, Limits.pooled(self.settings, env)
+        return env.key, Limits.pooled(self.settings, env)
 
     def _start_pooled(self, key: Hashable) -> S:
         env_id, limits = cast(tuple[str, Limits], key)
@@ -87,23 +93,23 @@ class WarmSandboxes(Generic[S]):
 
     def reserve(self, env: Environment, limits: Limits, sandbox: S) -> None:
         """Keep `sandbox` for the next run of env with these limits."""
-        self.reserved.put((env.id, limits), sandbox)
+        self.reserved.put((env.key, limits), sandbox)
 
     def take(self, env: Environment, limits: Limits, stop: Callable[[], bool]) -> S | None:
         """A sandbox reserved for these limits, else a warm one whose limits cover them (once
         ready, when one is being started: `stop` is asked meanwhile); None when there is none.
         The warm one is replaced by `refill`, after the run."""
-        reserved = self.reserved.take((env.id, limits))
+        reserved = self.reserved.take((env.key, limits))
         if reserved is not None:
             return reserved
         key = self._key(env)
-        if self.pool is None or env.id not in self.served or not key[1].covers(limits):
+        if self.pool is None or env.key not in self.served or not key[1].covers(limits):
             return None
         return self.pool.take(key, replace=False, stop=stop)
 
     def refill(self, env: Environment) -> None:
         """Start what env's pool lacks, once a run is over (its CPU is the run's meanwhile)."""
-        if self.pool is not None and env.id in self.served:
+        if self.pool is not None and env.key in self.served:
             self.pool.fill(self._key(env))
 
     def running(self) -> contextlib.AbstractContextManager[None]:

@@ -217,20 +217,20 @@ class Zygotes:
                 return zygote.spawn(limits, uid, workdir)
             except OSError as exc:  # it died meanwhile: the next sandbox starts a new one
                 log.warning("the zygote of %s did not fork: %s", env.id, exc)
-                del self.running[env.id]
+                del self.running[env.key]
                 zygote.stop()
                 return None
 
     def _live(self, env: Environment, start: bool) -> Zygote | None:
-        zygote = self.running.get(env.id)
+        zygote = self.running.get(env.key)
         if zygote is not None and not zygote.alive():
             log.warning("the zygote of %s died: %s", env.id, zygote.log_tail())
-            del self.running[env.id]
+            del self.running[env.key]
             zygote.stop()
             zygote = None
         if zygote is None and start and self.enabled:
             try:
-                zygote = self.running[env.id] = self.start(env)
+                zygote = self.running[env.key] = self.start(env)
             except (OSError, RuntimeFault) as exc:
                 self._disable(str(exc))
         return zygote
@@ -238,8 +238,8 @@ class Zygotes:
     def adopt(self, env: Environment, zygote: Zygote) -> None:
         """Fork env's sandboxes from `zygote` (started and ready) from now on."""
         with self.lock:
-            replaced = self.running.pop(env.id, None)
-            self.running[env.id] = zygote
+            replaced = self.running.pop(env.key, None)
+            self.running[env.key] = zygote
         if replaced is not None:
             replaced.stop()
 
