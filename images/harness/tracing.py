@@ -181,6 +181,11 @@ class Tracer:
             self.reached = stage
         if stage != self.stage:
             self.stage = stage
+            if stage == self.idle_stage and self.reached:
+                # Back in the script after a TVM stage: a crash from here on (glibc finding a
+                # heap TVM corrupted, at the next free) reads as that stage, as final_stage
+                # says of an exception.
+                return
             path = self.pass_path if stage.startswith("pass:") else None
             self.sink.emit("stage", stage=stage, **({"pass_path": path} if path else {}))
 
