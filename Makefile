@@ -50,6 +50,7 @@ bench: export TVMREPRO_WITH_DOCKER ?= 1
 bench: setup
 	.venv/bin/python bench/service_vs_bare.py
 	.venv/bin/python bench/warm_ratios.py
+	.venv/bin/python bench/frontend_vs_bare.py
 	.venv/bin/python bench/cache_hit.py
 	.venv/bin/python bench/bisect_vs_bare.py
 	.venv/bin/python bench/bisect_service.py
