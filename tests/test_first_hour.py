@@ -68,6 +68,24 @@ def test_make_up_in_a_fresh_clone_answers_on_every_release(tmp_path: Path,
         assert first.startswith("**`fusetir-once` fails (error) on every tested release ("), first
         assert "3 release(s)" in first
         assert (home / "tvmrepro.sqlite").is_file()
+        _a_torch_report_answers(clone, url, environ, wanted, tmp_path / "make-up.log")
     finally:
         os.killpg(up.pid, signal.SIGTERM)
         up.wait(60)
+
+
+def _a_torch_report_answers(clone: Path, url: str, environ: dict[str, str], wanted: set[str],
+                            log: Path) -> None:
+    """A report that builds its model with torch.export runs as written on every served release,
+    in the frontend flavour the worker made (it said so in its log) with no step of the user's."""
+    started = time.monotonic()
+    proc = subprocess.run([str(clone / ".venv" / "bin" / "tvmrepro"), "run",
+                           str(case_path("frontend/export-mm-default/report.py")),
+                           "--server", url, "--json"],
+                          env=environ, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    runs = json.loads(proc.stdout)["runs"]
+    assert {r["environment"] for r in runs} == wanted
+    assert {(r["status"], r["frontends"]["torch"]) for r in runs} == {("ok", "2.13.0")}, runs
+    assert "installing torch 2.13.0" in log.read_text()
+    print(f"torch report over HTTP on a fresh home: {time.monotonic() - started:.1f} s")

@@ -6,6 +6,8 @@ import logging
 import os
 import socket
 import sys
+import threading
+import time
 
 from tvmrepro.environments import Environment
 from tvmrepro.queue import make_celery, queue_names
@@ -14,7 +16,7 @@ from tvmrepro.store import open_store
 from worker.environments.building import BuildImages, Builds, missing_images
 from worker.environments.fingerprints import prepare
 from worker.environments.following import FollowProvisioned
-from worker.environments.provision import read_fingerprint
+from worker.environments.provision import provision, read_fingerprint
 from worker.recovery import Recovery
 from worker.runtimes import make_runtime
 
@@ -31,12 +33,44 @@ def provisioning_notice(settings: Settings, envs: list[Environment]) -> str | No
             f"download each the first time, seconds each from the package cache)")
 
 
+def make_flavours(settings: Settings, envs: list[Environment]) -> threading.Thread | None:
+    """Make the frontend flavours of `envs` that are missing, in a thread of their own: the
+    worker serves meanwhile, and a torch or onnx report that comes first waits for its own
+    (provisioning's lock) or makes it. Each says what it installs, and when it is ready."""
+    missing = [env.with_frontends() for env in envs if env.frontend_packages
+               and read_fingerprint(settings, env.with_frontends()) is None]
+    if settings.runtime != "local" or not missing:
+        return None
+
+    def make() -> None:
+        for env in missing:
+            pins = ", ".join(f"{name} {env.frontend_packages[name]}"
+                             for name in env.frontend_modules if name in env.frontend_packages)
+            print(f"worker: installing {pins} for the torch and onnx reports of {env.id} "
+                  f"(once; the worker serves meanwhile)", file=sys.stderr, flush=True)
+            started = time.monotonic()
+            try:
+                provision(settings, env)
+            except Exception as exc:  # its reports make it again, and say why with their run
+                print(f"worker: the frontend packages of {env.id} failed: {exc}",
+                      file=sys.stderr, flush=True)
+                continue
+            print(f"worker: frontend packages of {env.id} ready "
+                  f"({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
+
+    thread = threading.Thread(target=make, name="frontend-flavours", daemon=True)
+    thread.start()
+    return thread
+
+
 def run_worker(settings: Settings, envs: list[Environment], concurrency: int | None = None,
-               loglevel: str = "INFO", follow_provisioned: bool = False) -> None:
+               loglevel: str = "INFO", follow_provisioned: bool = False,
+               frontends: bool = False) -> None:
     """Serve `envs` until stopped (blocks); runs go through the configured runtime.
 
     `follow_provisioned`: also serve each CPU environment provisioned on this home while the
-    worker runs (worker.environments.following; the local runtime only)."""
+    worker runs (worker.environments.following; the local runtime only). `frontends`: make
+    their frontend flavours now, beside the serving, not at the first report that needs one."""
     store = open_store(settings.store_url)
     # Images the engine lacks are built once the worker runs (worker.environments.building); their
     # environments are served meanwhile, and their queues consumed once the image is made.
@@ -49,6 +83,8 @@ def run_worker(settings: Settings, envs: list[Environment], concurrency: int | N
         print(notice, file=sys.stderr, flush=True)
     prepare(make_runtime(settings.runtime, settings), ready, store)
     store.dispose()
+    if frontends:
+        make_flavours(settings, ready)
     app = make_celery(settings)
     app.conf.tvmrepro_environments = [env.id for env in envs]
     app.conf.tvmrepro_builds = builds

@@ -43,8 +43,9 @@ def _die_with_parent() -> None:
 def start_worker(envs: list[Environment], follow_provisioned: bool = False
                  ) -> subprocess.Popen[bytes]:
     """A `tvmrepro worker` for these environments (and, following, every CPU environment
-    provisioned on this home while it runs), as a child of this process."""
-    args = [sys.executable, "-m", "cli", "worker"]
+    provisioned on this home while it runs), as a child of this process; it makes their
+    frontend flavours beside the serving, so that a first torch report finds them."""
+    args = [sys.executable, "-m", "cli", "worker", "--frontends"]
     for env in envs:
         args += ["--env", env.id]
     if follow_provisioned:
@@ -104,9 +105,12 @@ def serve_command(host: str | None, port: int | None) -> None:
                    "at least 2).")
 @click.option("--loglevel", default="INFO", help="Celery log level.")
 @click.option("--also-provisioned", is_flag=True, help=ALSO_PROVISIONED_HELP)
+@click.option("--frontends", is_flag=True,
+              help="Make the environments' frontend flavours (torch, onnx, onnxruntime) now, "
+                   "while serving, instead of at the first report that imports them.")
 @reports_errors
 def worker_command(env_ids: tuple[str, ...], concurrency: int | None, loglevel: str,
-                   also_provisioned: bool) -> None:
+                   also_provisioned: bool, frontends: bool) -> None:
     """Take runs of these environments from the broker (provisioning them, or building their
     images, first)."""
     from tvmrepro.queue import worker_concurrency
@@ -115,7 +119,7 @@ def worker_command(env_ids: tuple[str, ...], concurrency: int | None, loglevel: 
     settings = _service_settings()
     envs = [default_catalog().get(i, "--env") for i in env_ids] or default_environments(settings)
     run_worker(settings, envs, concurrency or worker_concurrency(settings), loglevel,
-               follow_provisioned=also_provisioned or not env_ids)
+               follow_provisioned=also_provisioned or not env_ids, frontends=frontends)
 
 
 @click.command("up")
