@@ -10,7 +10,6 @@ in the frontend flavour its imports select, from warm sandboxes as a worker's ar
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,8 +17,6 @@ import pytest
 from tvmrepro.cases import load_case_file
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.frontends import needs_frontends
-from tvmrepro.settings import Settings
-from worker.environments.provision import provision
 from worker.runner import run_variant
 from worker.runtimes.local import LocalRuntime
 
@@ -33,26 +30,6 @@ STAGES = {"import (frontend)": "frontend", "build": "build", "run": "run", "scri
 # sub-case's import or build) or not at all, and the script's own comparison fails instead.
 # Each is the bug reproducing; the answer's status and stage then vary from run to run.
 HEAP_DEPENDENT = {"onnx-negative-indices-gather-scatter": "mismatch vs onnx.reference"}
-
-
-@pytest.fixture(scope="module")
-def default_envs(settings: Settings) -> list[Environment]:
-    """The releases a run answers on by default, with their frontend flavours provisioned."""
-    envs = default_catalog().spanning("cpu")
-    for env in envs:
-        provision(settings, env)
-        provision(settings, env.with_frontends())
-    return envs
-
-
-@pytest.fixture(scope="module")
-def frontend_runtime(settings: Settings, default_envs: list[Environment]
-                     ) -> Iterator[LocalRuntime]:
-    """A worker's runtime: a warm sandbox of each flavour, forked by its zygote."""
-    runtime = LocalRuntime(settings.model_copy(update={"warm_sandboxes": 1}))
-    runtime.prewarm(default_envs)
-    yield runtime
-    runtime.close()
 
 
 def test_the_corpus_is_measured_on_every_default_release() -> None:
