@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from service.jobs import JobService
 from tvmrepro.jobs.kinds import KINDS
+from tvmrepro.settings import MAX_FILE_BYTES, MAX_FILES, MAX_FILES_BYTES
 
 web = Blueprint("web", __name__, template_folder="templates", static_folder="static",
                 static_url_path="/assets")
@@ -59,7 +60,9 @@ def _page(template: str, status: int = 200, **context: Any) -> Response:
 def index() -> Response:
     """The editor: paste a case (or pick an example), pick environments, submit."""
     choices = [(name, case.get("title") or name) for name, case in examples().items()]
-    return _page("index.html", examples=choices)
+    caps = {"files": MAX_FILES, "file_bytes": MAX_FILE_BYTES, "all_bytes": MAX_FILES_BYTES,
+            "file_mib": MAX_FILE_BYTES >> 20, "all_mib": MAX_FILES_BYTES >> 20}
+    return _page("index.html", examples=choices, caps=caps)
 
 
 @web.get("/jobs/<job_id>")

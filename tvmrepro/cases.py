@@ -12,8 +12,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
+from tvmrepro.attachments import Attachment, check_files, too_many
 from tvmrepro.errors import BadInput, did_you_mean
-from tvmrepro.settings import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, MAX_MEMORY_MB, MAX_TIMEOUT_S
+from tvmrepro.settings import (
+    DEFAULT_MEMORY_MB,
+    DEFAULT_TIMEOUT_S,
+    MAX_FILES,
+    MAX_FILES_BYTES,
+    MAX_MEMORY_MB,
+    MAX_TIMEOUT_S,
+)
 
 SCRIPT_VARIANT = "script"
 # The source of a case whose module comes as tvm.ir.save_json text (`module_json`): the harness
@@ -123,6 +131,22 @@ class Case(BaseModel):
     relax_pipeline: str | None = "default"
     tir_pipeline: str | None = "default"
     pass_config: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    # Files beside the code (a model, pickled inputs), each written read-only into the run's
+    # work directory under its name: base64 content on submit, {name, sha256, size} once
+    # stored (tvmrepro.attachments).
+    files: list[Attachment] = Field(default_factory=list, description=(
+        f"files beside the code, read from its directory: at most {MAX_FILES}, "
+        f"{MAX_FILES_BYTES >> 20} MiB in all"))
+
+    @field_validator("files", mode="before")
+    @classmethod
+    def _few_files(cls, value: Any) -> Any:
+        return too_many(value)  # refused before each file is decoded
+
+    @field_validator("files")
+    @classmethod
+    def _files(cls, value: list[Attachment]) -> list[Attachment]:
+        return check_files(value)
 
     @field_validator("source", "script")
     @classmethod

@@ -88,10 +88,12 @@ def harness_digest() -> str:
 
 
 def cache_key(case: Case, variant: str, env: Environment) -> str:
-    """What makes two runs the same: the case as run (title aside), the variant, the pins."""
+    """What makes two runs the same: the case as run (title aside), the variant, the pins;
+    the case's files by name, digest and size (a case without files keeps the key it had)."""
     spec = case.variant(variant)
     material = {
-        "case": case.model_dump(mode="json", exclude={"title", "variants"}),
+        "case": case.model_dump(mode="json", exclude={"title", "variants"} | (
+            set() if case.files else {"files"})),
         "variant": spec.model_dump(mode="json") if spec else variant,
         "environment": env.id, "packages": env.packages, "target": env.target,
         "harness": harness_digest(),

@@ -66,6 +66,12 @@ class Result(BaseModel):
     signature_frame: str | None = None  # the TVM C++ function that raised, normalised
     signature_message: str | None = None  # the message, normalised
     signal: str | None = None
+    # A crash's innermost native TVM frames (innermost first), from the backtrace TVM's signal
+    # handler printed; None when its log holds none.
+    native_frames: list[str] | None = None
+    # Why this failure is its environment's, not the report's: the wheel fails its canary the
+    # same way (worker.environments.health). Oracles skip such a run; triage does not count it.
+    environment_defect: str | None = None
     rewrites: list[str] = Field(default_factory=list)
     # The case as a plain script for this release (ported), runnable without tvm-repro.
     reproducer: str | None = None

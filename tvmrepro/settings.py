@@ -31,7 +31,17 @@ MAX_TIMEOUT_S = 1800
 DEFAULT_MEMORY_MB = 4096
 MAX_MEMORY_MB = 65536
 LOG_CAP_BYTES = 1 << 20
-MAX_REQUEST_BYTES = 1 << 20
+# The files a case carries beside its code (tvmrepro.attachments): how many, how large each
+# and all of them (decoded), and how long a name may be.
+MAX_FILES = 8
+MAX_FILE_BYTES = 16 << 20
+MAX_FILES_BYTES = 32 << 20
+MAX_FILE_NAME = 128
+# What a case's own text may take of a request (its source or script, its variants).
+MAX_CASE_BYTES = 1 << 20
+# The request body: a case's text and its files in base64 (4 characters for 3 bytes, and up
+# to 4 of padding a file), each file's name (JSON-escaped) and punctuation within 1 KiB.
+MAX_REQUEST_BYTES = MAX_CASE_BYTES + 4 * -(-MAX_FILES_BYTES // 3) + MAX_FILES * (4 + 1024)
 MAX_QUEUED_RUNS = 500
 MAX_DELIVERIES = 3
 # Characters of IR that one job's runs may store in all (each run's own is capped too:

@@ -16,10 +16,13 @@ from typing import Any, TypedDict
 
 from pydantic import ValidationError
 
+from tvmrepro.attachments import WITH_CONTENTS, require_contents
 from tvmrepro.cases import Case
 from tvmrepro.environments import Environment
 from tvmrepro.frontends import needs_frontends
 from tvmrepro.results import FunctionInfo, Log, PassRecord, Result, Status
+from worker.crashes import crash_frames
+from worker.environments.health import defect
 from worker.runtimes.base import Execution, Runtime, SandboxJob
 from worker.runtimes.events import Event
 
@@ -67,11 +70,15 @@ class Outcome(TypedDict, total=False):
     signal: str | None
     outputs: object
     reference_outputs: object
+    native_frames: list[str] | None
+    environment_defect: str | None
 
 
 def harness_case(case: Case, env: Environment) -> dict[str, Any]:
-    """The case as the harness reads it: plain JSON, target defaulted by the environment."""
-    data = case.model_dump(mode="json")
+    """The case as the harness reads it: plain JSON, target defaulted by the environment, its
+    files with their contents (BadInput: one's is not at hand)."""
+    require_contents(case)
+    data = case.model_dump(mode="json", context=WITH_CONTENTS)
     data["target"] = case.target or env.target
     return data
 
@@ -295,7 +302,10 @@ def assemble_result(job: SandboxJob, ex: Execution) -> Result:
         fields["pass_path"] = _pass_path(stage_event.get("pass_path") if stage_event else None)
         fields["signature"] = f"{fields['error_type']}: {fields['message']}"
         if fields["status"] == Status.CRASH:
-            fields["signature"] = f"crash: {ex.signal}"
+            fields.update(crash_fields(ex))
+    fields["environment_defect"] = defect(
+        (ex.tvm or {}).get("health"), fields["status"], fields.get("stage"),
+        fields.get("error_type"), fields.get("message"))
     seconds = {"total": round(ex.seconds, 3)}
     if result_event is not None:  # the harness's own time, and the entry call's
         said = {"harness": _seconds(result_event.get("harness_seconds")),
@@ -314,6 +324,17 @@ def assemble_result(job: SandboxJob, ex: Execution) -> Result:
         log=Log(stdout=ex.stdout, stderr=ex.stderr, truncated=ex.truncated),
         **fields,
     ))
+
+
+def crash_fields(ex: Execution) -> Outcome:
+    """A crash's signature, by its signal and, where the log holds TVM's native backtrace, the
+    innermost TVM function in it (worker.crashes): `crash: SIGSEGV at ToJSONGraph`."""
+    frames = crash_frames(ex.stderr)
+    if not frames:
+        return {"signature": f"crash: {ex.signal}", "native_frames": None}
+    return {"signature": f"crash: {ex.signal} at {frames[0]}", "signature_frame": frames[0],
+            "message": f"the process was killed by {ex.signal} in {frames[0]}",
+            "native_frames": frames}
 
 
 def frontend_pins(env: Environment) -> dict[str, str] | None:

@@ -26,6 +26,7 @@ from functools import partial
 from celery import Celery, Task, current_app, shared_task
 from celery.signals import worker_process_init, worker_process_shutdown
 
+from tvmrepro.attachments import with_contents
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.jobs.kinds import KINDS
@@ -161,7 +162,8 @@ def execute(ctx: WorkerContext, claim: Claim) -> Result:
         return infra_error(claim, "WorkerLost", message)
     try:
         env = default_catalog().get(claim.environment)
-        case = parse_case(claim.case)
+        # The files the stored case names by digest, their contents from the store.
+        case = with_contents(parse_case(claim.case), ctx.store.blobs)
         runtime = Cancellable(ctx.runtime, ctx.store, claim)
         narrowing_row = narrowing(ctx.store, claim.job_id) if KINDS[claim.kind].narrowing \
             else None

@@ -35,6 +35,7 @@ from cli.output import (
     reports_errors,
     shown,
 )
+from tvmrepro.attachments import WITH_CONTENTS, attach, read_files
 from tvmrepro.cases import Case, load_case_file
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
@@ -195,7 +196,8 @@ def bisect_remotely(case: Case, options: Options, server: str | None, tick: Tick
 
     client = connect(server)
     request = BisectRequest(
-        kind="bisect", case=case.model_dump(mode="json", exclude_defaults=True),
+        kind="bisect", case=case.model_dump(mode="json", exclude_defaults=True,
+                                            context=WITH_CONTENTS),
         environments=options.environments, variant=options.variant, oracle=options.oracle,
         repeat=options.repeat, strategy=options.strategy,
         bypass_cache=options.bypass_cache, wait=queue)
@@ -270,6 +272,8 @@ def bisect_view(found: Bisection, title: str) -> Table:
                            + (f", candidates: {', '.join(t.candidates)}" if t.candidates else "")
                            + (f", not probed (outside the range): {', '.join(t.not_in_range)}"
                               if t.not_in_range else "")))
+    lines += [shown(f"skipped, a broken environment: {p.environment} ({p.environment_defect})")
+              for p in found.probes if p.environment_defect]
     lines.append(shown(f"verdict: {found.verdict} (oracle {found.oracle}"
                        + (f", reference {found.reference}" if found.reference else "") + ")"))
     table.caption = "\n".join(lines)
@@ -309,12 +313,15 @@ def _environments(env_ids: tuple[str, ...], device: str) -> list[Environment]:
 @click.option("--history", default=None, help="apache/tvm's history for each transition's "
               "commit window and suspects: a commit index (JSON lines), a git clone, or a URL "
               "(default: TVMREPRO_TVM_HISTORY).")
+@click.option("--file", "file_paths", multiple=True, type=click.Path(path_type=Path),
+              help="A file the case reads from its working directory (a model, pickled "
+                   "inputs), written there read-only under its name (repeatable).")
 def bisect(case_file: Path, variant: str | None, env_ids: tuple[str, ...], device: str,
                    oracle: str, reference: str | None, repeat: int, strategy: str, local: bool,
                    runtime_name: str, cold: bool, as_json: bool, server: str | None, queue: bool,
-                   history: str | None) -> None:
+                   history: str | None, file_paths: tuple[Path, ...] = ()) -> None:
     """Which releases show the bug, and where it changed (every transition)."""
-    case = load_case_file(case_file)
+    case = attach(load_case_file(case_file), read_files(file_paths))
     envs = _environments(env_ids, device)
     if reference is not None:
         default_catalog().get(reference, "--reference")

@@ -20,6 +20,7 @@ def env() -> None:
 @reports_errors
 def env_list(as_json: bool) -> None:
     """Known environments, and which are provisioned here."""
+    from worker.environments.health import broken
     from worker.environments.provision import read_fingerprint
 
     settings = Settings.from_env()
@@ -34,14 +35,18 @@ def env_list(as_json: bool) -> None:
                      "provisioned": fingerprint is not None,
                      "frontends_provisioned": flavour is not None
                      and read_fingerprint(settings, flavour) is not None,
-                     "commit": (fingerprint or {}).get("commit")})
+                     "commit": (fingerprint or {}).get("commit"),
+                     "health": (fingerprint or {}).get("health")})
     if as_json:
         print_json({"environments": rows})
         return
     for row in rows:
         mark = "provisioned" if row["provisioned"] else "-"
         mark += " +frontends" if row["frontends_provisioned"] else ""
-        click.echo(f"{row['id']:<28} {row['device']:<5} {mark:<24} {row['commit'] or ''}".rstrip())
+        health = row["health"] if isinstance(row["health"], dict) else None
+        failing = "; ".join(f"broken at {stage}: {error}" for stage, error in broken(health))
+        click.echo(f"{row['id']:<28} {row['device']:<5} {mark:<24} {row['commit'] or ''} "
+                   f"{failing}".rstrip())
 
 
 @env.command("provision")

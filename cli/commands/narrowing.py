@@ -18,6 +18,7 @@ from cli.output import EXIT_FAILURE, SERVER_HELP, error_console, print_json, rep
 from tvmrepro.api.narrowed import Extracted, Reduced
 from tvmrepro.api.requests import parse_request
 from tvmrepro.api.views import JobView
+from tvmrepro.attachments import WITH_CONTENTS
 from tvmrepro.cases import Case, load_case_file
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
@@ -97,7 +98,8 @@ def narrow_remotely(kind: NarrowKind, case: Case, env: Environment, server: str 
     """
     client = connect(server)
     job = client.submit(parse_request({
-        "kind": kind, "case": case.model_dump(mode="json", exclude_defaults=True),
+        "kind": kind, "case": case.model_dump(mode="json", exclude_defaults=True,
+                                              context=WITH_CONTENTS),
         "environments": [env.id], **{k: v for k, v in fields.items() if v is not None}}))
     error_console().print(f"{kind} job {job.id} at {client.server}", highlight=False)
     with resumable(client, job.id, as_json=True):

@@ -19,12 +19,17 @@ from cli.matrix_view import matrix_view
 from cli.output import SERVER_HELP, error_console, print_json, print_runs, reports_errors, shown
 from tvmrepro.api.requests import RunRequest
 from tvmrepro.api.views import JobView, RunView
+from tvmrepro.attachments import WITH_CONTENTS, attach, read_files
 from tvmrepro.cases import Case, load_case_file
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.jobs.fanout import fan_out, select_variants
 from tvmrepro.lifecycle import JobStatus, RunState
 from tvmrepro.settings import Settings
 from worker.runtimes import make_runtime
+
+# --file of the commands that take a CASE.
+FILE_HELP = ("A file the case reads from its working directory (a model, pickled inputs), "
+             "written there read-only under its name (repeatable).")
 
 
 def _selected_envs(env_ids: tuple[str, ...]) -> list[Environment]:
@@ -79,12 +84,15 @@ def run_locally(case: Case, envs: list[Environment], variants: list[str],
               help="Queue runs for environments that no live worker serves yet (else refused).")
 @click.option("--title", default=None,
               help="The job's title (default: the case's, or the script's file name).")
+@click.option("--file", "file_paths", multiple=True, type=click.Path(path_type=Path),
+              help=FILE_HELP)
 @reports_errors
 def run_command(case_file: Path, env_ids: tuple[str, ...], variant_names: tuple[str, ...],
                 local: bool, runtime_name: str, cold: bool, as_json: bool, server: str | None,
-                no_wait: bool, bypass_cache: bool, queue: bool, title: str | None) -> None:
+                no_wait: bool, bypass_cache: bool, queue: bool, title: str | None,
+                file_paths: tuple[Path, ...]) -> None:
     """Run a case (.json) or a repro script (.py) on pinned TVM environments."""
-    case = load_case_file(case_file)
+    case = attach(load_case_file(case_file), read_files(file_paths))
     if title is not None:
         case = case.model_copy(update={"title": title})
     envs = _selected_envs(env_ids)
@@ -152,7 +160,8 @@ def finish_run(client: ApiClient, job: JobView, as_json: bool) -> None:
 def run_job(case: Case, envs: list[Environment] | None, variants: list[str],
             bypass_cache: bool, queue: bool = False) -> RunRequest:
     """POST /jobs's request for a run job (no environments: every served one)."""
-    return RunRequest(case=case.model_dump(mode="json", exclude_defaults=True),
+    return RunRequest(case=case.model_dump(mode="json", exclude_defaults=True,
+                                           context=WITH_CONTENTS),
                       environments=[env.id for env in envs] if envs else "all",
                       variants=variants, bypass_cache=bypass_cache, wait=queue)
 

@@ -13,6 +13,7 @@ from cli.commands.tracker import follow_answer
 from cli.discovery import connect
 from cli.local import local_runtime
 from cli.output import SERVER_HELP, error_console, print_json, reports_errors, shown
+from tvmrepro.attachments import with_contents
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
@@ -40,7 +41,7 @@ def outcome_on(store: Store, stored: StoredCase, env: Environment, runtime: Runt
     """The case's variant on `env`: the store's decisive result for it, else a run here."""
     from worker.runner import run_variant
 
-    case = parse_case(stored.case)
+    case = with_contents(parse_case(stored.case), store.blobs)  # its files from the store
     found = store.cached_result(cache_key(case, stored.variant, env))
     result = store.result(found) if found is not None else None
     if result is None:

@@ -24,6 +24,7 @@ from cli.output import (
     shown,
 )
 from tvmrepro.api.issues import KnownIssue
+from tvmrepro.attachments import WITH_CONTENTS
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.jobs.tracker.importing import ImportedReport, import_file
@@ -60,8 +61,14 @@ def write_import(reports: list[ImportedReport], directory: Path) -> None:
             script.write_text(report.script)
         if report.module_case is not None:
             script.with_suffix(".json").write_text(json.dumps(report.module_case, indent=2) + "\n")
-    data = {"reports": [report.model_dump(mode="json") for report in reports]}
+    data = {"reports": reports_json(reports)}
     (directory / REPORTS_FILE).write_text(json.dumps(data, indent=1) + "\n")
+
+
+def reports_json(reports: list[ImportedReport]) -> list[dict[str, Any]]:
+    """The reports as `import --json` prints them: their files with their contents (what
+    `triage` runs them with)."""
+    return [report.model_dump(mode="json", context=WITH_CONTENTS) for report in reports]
 
 
 def read_reports(source: Path) -> list[ImportedReport]:
@@ -84,6 +91,10 @@ def _import_row(report: ImportedReport) -> str:
             else f"no_code: {report.no_code}")
     if report.module_case is not None:
         what += " (and a module-mode case)"
+    if report.files:
+        what += f"; files {', '.join(entry.name for entry in report.files)}"
+    if report.missing_files:
+        what += f"; files not given: {', '.join(report.missing_files)} (--attachments DIR)"
     version = f" (TVM {report.tvm_version})" if report.tvm_version else ""
     quoted = f"; quotes {report.quoted_error}" if report.quoted_error else ""
     return f"{report.label} {report.state or ''}{version}: {what}{quoted}"
@@ -95,18 +106,22 @@ def _import_row(report: ImportedReport) -> str:
 @click.option("-o", "--output", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Write each report's script (NUMBER.py, a case for `tvmrepro run`) and "
                    f"{REPORTS_FILE} here.")
+@click.option("--attachments", type=click.Path(path_type=Path, file_okay=False, exists=True),
+              default=None, help="A folder of the issues' downloaded attachments: each file a "
+              "script names (\"model.onnx\") is attached from DIR/NUMBER/ or DIR/.")
 @click.option("--json", "as_json", is_flag=True, help="Print {\"reports\": [...]} as JSON.")
 @reports_errors
-def import_command(source: Path, output: Path | None, as_json: bool) -> None:
+def import_command(source: Path, output: Path | None, attachments: Path | None,
+                   as_json: bool) -> None:
     """Cases from issue bodies: a `gh issue list --json number,title,state,body,url` export, or
     one issue's Markdown."""
-    reports = import_file(source)
+    reports = import_file(source, attachments)
     if output is not None:
         write_import(reports, output)
         error_console().print(f"{output}: {sum(r.script is not None for r in reports)} scripts "
                               f"of {len(reports)} reports", highlight=False)
     if as_json:
-        print_json({"reports": [report.model_dump(mode="json") for report in reports]})
+        print_json({"reports": reports_json(reports)})
         return
     for report in reports:
         click.echo(shown(_import_row(report)))
@@ -195,8 +210,9 @@ def print_answer(answer: TriageAnswer) -> None:
         grouped = f" group {line.group}" if line.group else ""
         statuses = ", ".join(f"{env}: {status}" for env, status in line.statuses.items())
         state = f" {line.state}" if line.state else ""
+        why = f": {line.incompatible}" if line.incompatible else ""
         click.echo(shown(f"{_named(line.number)}{state}: {line.verdict.value}{since}{grouped} "
-                         f"({statuses or line.no_code})"))
+                         f"({statuses or line.no_code}){why}"))
     for group in answer.groups:
         if len(group.reports) > 1:
             members = ", ".join(_named(number) for number in group.reports)
@@ -247,7 +263,7 @@ def triage_remotely(reports: list[ImportedReport], env_ids: list[str], server: s
     client = connect(server)
     job = client.submit(TriageRequest(
         kind="triage", environments=env_ids or "all",
-        reports=[report.model_dump(mode="json") for report in reports]))
+        reports=reports_json(reports)))
     error_console().print(f"triage job {job.id}: {len(reports)} reports on "
                           f"{', '.join(job.environments)}", highlight=False)
     with resumable(client, job.id, as_json):

@@ -24,10 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from . import frontends
+from .attachments import write_files
 from .classify import Outcome, classify
 from .events import EventSink
 from .modes import run_module_case, run_script_case
 from .porting import detect, port
+from .relay_era import install as install_removed_module_finder
 from .tracing import Tracer, import_dialects, index_references, pass_path_of, stage_of
 
 
@@ -111,6 +113,7 @@ def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path,
             recorder = record_steps(tvm, tracer, sink, workdir)
         tracer.enter("parse")
         features = detect(tvm)
+        install_removed_module_finder()  # Relay-era imports end incompatible (relay_era.py)
         text, fields["rewrites"] = port(case["script"] if script_mode else case["source"], features)
         sink.emit("rewrites", rewrites=fields["rewrites"])
         if script_mode:  # the ported script is its own standalone reproducer
@@ -172,6 +175,7 @@ def run_request(request: dict[str, Any], events: str, workdir: str) -> None:
     started = time.perf_counter()
     case, path = request["case"], Path(workdir)
     os.chdir(path)
+    write_files(case, path)  # the case's files, read-only, before any of its code runs
     sys.argv = [str(path / "repro.py")]
     if _harness_mode(case) == "check":  # reduction's candidate check (reduce_module.py)
         from .reduce_module import check_sources

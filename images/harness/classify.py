@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from . import signature as signatures
 from .porting import Incompatible
+from .relay_era import removed_module_message
 
 # Lines that are backtrace, not the error itself.
 _FRAME = re.compile(r"^\s*(?:\d+: |File \"|Traceback|  at |\^|File <)")
@@ -78,6 +79,9 @@ def classify(exc: BaseException) -> Outcome:
     frames = frames_of(exc)
     if isinstance(exc, MemoryError) or "std::bad_alloc" in str(exc):
         return _failed("oom", error_type, message, frames)
+    relay_era = removed_module_message(exc)  # Relay and what went with it (relay_era.py)
+    if relay_era is not None:
+        return _failed("incompatible", error_type, relay_era, frames)
     if isinstance(exc, Incompatible) or _is_api_gap(exc):
         return _failed("incompatible", error_type, message, frames)
     if isinstance(exc, SystemExit):

@@ -143,8 +143,8 @@ def program_names(message: str, limit: int = 3) -> list[str]:
 def frame_name(raw: str) -> str | None:
     """'void tvm::runtime::vm::VirtualMachineImpl::InitFuncPool()' -> 'VirtualMachineImpl::InitFuncPool'."""
     text = re.sub(r"\s*\[with .*\]$", "", raw.strip())
-    text = _strip_nested(text, "<", ">")
-    text = _strip_nested(text, "(", ")", keep="operator")
+    text = strip_nested(text, "<", ">")
+    text = strip_nested(text, "(", ")", keep="operator")
     text = re.sub(r"\s+const$", "", text)
     text = re.sub(r"::operator\s+[\w:]+$", "::operator", text)  # a conversion operator
     qualified = text.split(" ")[-1] if text else ""  # without the return type
@@ -156,7 +156,7 @@ def frame_name(raw: str) -> str | None:
     return re.sub("StructInfo", "Type", "::".join(parts))
 
 
-def _strip_nested(text: str, open_ch: str, close_ch: str, keep: str = "") -> str:
+def strip_nested(text: str, open_ch: str, close_ch: str, keep: str = "") -> str:
     """Remove bracketed groups (template arguments, parameter lists), nested ones included."""
     out, depth = [], 0
     for index, char in enumerate(text):

@@ -86,6 +86,15 @@ class Matrix(BaseModel):
                     "computed once when the job's last run is stored (empty until then)")
 
 
+class AttachedFile(BaseModel):
+    """A file the job's case carries beside its code (its content is kept once, by digest, and
+    not served)."""
+
+    name: str
+    sha256: str
+    size: int = Field(description="bytes")
+
+
 class RunView(BaseModel):
     """One run of a job; `result` is its result without log and IR (see /log and /ir)."""
 
@@ -111,6 +120,9 @@ class BisectProbe(BaseModel):
     runs: list[str] = Field(description="the run ids of its repeats")
     statuses: list[str | None] | None = Field(default=None,
                                               description="each repeat's status (repeat > 1)")
+    environment_defect: str | None = Field(
+        default=None, description="why the probe is skipped: its environment's wheel fails its "
+        "canary the way the run failed (a broken release, not the report)")
 
 
 class CommitWindow(BaseModel):
@@ -206,6 +218,9 @@ class JobView(BaseModel):
     runs: list[RunView]
     matrix: Matrix
     case: dict[str, Any]
+    files: list[AttachedFile] = Field(
+        default_factory=list, description="the files the case carries (its `files`), written "
+                                          "read-only into each run's work directory")
     bisect: Bisection | None = Field(default=None, description="a bisect job's answer so far")
     reduce: Reduction | None = Field(default=None, description="a reduce job's answer so far")
     extract: Extraction | None = Field(default=None, description="an extract job's answer")

@@ -117,8 +117,8 @@ def judge(oracle: Oracle, result: dict[str, Any], reference: dict[str, Any] | No
 
     OracleTooSlow when a regex oracle exceeds its budget on this run's text."""
     status = Status(result["status"])
-    if status in ALWAYS_SKIP:
-        return Verdict.SKIP
+    if status in ALWAYS_SKIP or result.get("environment_defect"):
+        return Verdict.SKIP  # says nothing of the report: its environment cannot run it
     bad: bool
     if oracle.kind == "failure":
         bad = status in FAILING

@@ -116,15 +116,24 @@ def _errors(job: JobView) -> list[str]:
                           for c in cells)
         stage = f" at {code_span(first['stage'])}" if first.get("stage") else ""
         text = f"{first.get('error_type') or ''}: {first.get('message') or ''}".strip(": ")
+        if first.get("native_frames"):  # a crash: where in TVM, innermost first
+            text += "\nnative frames: " + " < ".join(first["native_frames"])
         lines += [f"**{code_span(group.status)}{stage}** in {len(cells)} cell(s): {where}", "",
                   *code_block(text[:MAX_MESSAGE_CHARS]), ""]
     return lines
 
 
-def _pip_line(env_id: str, catalog: Catalog) -> str:
+def _pip_line(env_id: str, catalog: Catalog, frontends: bool = False) -> str:
+    """The pins a run had: its environment's, with the frontend ones where it ran with them."""
     if env_id not in catalog.ids:
         return f"# {env_id}: pins unknown to this service"
-    return "pip install " + " ".join(catalog.get(env_id).requirements())
+    env = catalog.get(env_id)
+    return "pip install " + " ".join((env.with_frontends() if frontends else env).requirements())
+
+
+def _with_frontends(job: JobView) -> bool:
+    """Whether the job's runs had the frontend packages (the case imports torch or onnx)."""
+    return any((r.result or {}).get("frontends") for r in job.runs)
 
 
 def _script(job: JobView, run_view: Any, catalog: Catalog) -> str:
@@ -154,7 +163,8 @@ def _reproducers(job: JobView, catalog: Catalog) -> list[str]:
         lines += [f"{code_span(run_view.variant)} on "
                   f"{', '.join(code_span(e) for e in same)} (rewrites: "
                   f"{', '.join(code_span(r) for r in rewrites) or 'none'}):", "",
-                  *code_block("\n".join(_pip_line(e, catalog) for e in same), "sh"), "",
+                  *code_block("\n".join(_pip_line(e, catalog, _with_frontends(job))
+                                        for e in same), "sh"), "",
                   "<details><summary>repro.py (the case as a plain script for this release, "
                   "no tvm-repro needed)</summary>",
                   "", *code_block(scripts[run_view.id], "python"), "", "</details>", ""]
@@ -270,8 +280,15 @@ def _command(job: JobView, catalog: Catalog) -> list[str]:
     newest = max(failing, key=lambda r: order.get(r.environment, -1))
     return [f"- Reproduce without tvm-repro ({code_span(newest.variant)} on "
             f"{_release(newest.environment, catalog)}): "
-            f"{code_span(_pip_line(newest.environment, catalog))}, then "
-            f"`python repro.py` (the script: *Reproduce without tvm-repro* below)"]
+            f"{code_span(_pip_line(newest.environment, catalog, _with_frontends(job)))}, then "
+            f"`python repro.py`{_beside(job)} (the script: *Reproduce without tvm-repro* below)"]
+
+
+def _beside(job: JobView) -> str:
+    """The files the script reads from its directory, said where it is run."""
+    if not job.files:
+        return ""
+    return f" with {', '.join(code_span(f.name) for f in job.files)} beside it (the report's files)"
 
 
 def _details(summary: str, body: list[str]) -> list[str]:

@@ -8,6 +8,7 @@ import uuid
 from dataclasses import dataclass
 
 from tvmrepro.api.requests import CaseRequest, EnvironmentsRequest
+from tvmrepro.attachments import contents_of, without_contents
 from tvmrepro.cases import Case, parse_case
 from tvmrepro.environments import Catalog, Environment
 from tvmrepro.errors import BadInput, NotServed
@@ -69,11 +70,26 @@ class Submission:
             raise NotServed(unserved, f"environments[{index}]")
 
     def case(self, request: CaseRequest) -> Case:
-        """The request's case, checked; BadInput names its field under "case"."""
+        """The request's case, checked, its files stored (as `stored_files`); BadInput names
+        its field under "case"."""
         try:
-            return parse_case(request.case)
+            case = parse_case(request.case)
         except BadInput as exc:
             raise prefixed(exc, "case") from exc
+        return self.stored_files(case, "case")
+
+    def stored_files(self, case: Case, field: str) -> Case:
+        """The case as the job keeps it: each file's content in the store (once by its
+        SHA-256), the case naming it by digest. A file must come with its content: naming a
+        stored digest alone would let anyone who saw it on a job run it (BadInput under
+        `field`)."""
+        for index, entry in enumerate(case.files):
+            if entry.content is None:
+                raise BadInput(f"{field}.files[{index}].content",
+                               f"missing: give {entry.name!r} itself (base64), not only its "
+                               "sha256")
+        self.store.put_blobs(contents_of(case))
+        return without_contents(case)
 
     def runs(self, job_id: str, case: Case, planned: list[PlannedRun],
              bypass_cache: bool) -> list[RunRow]:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tvmrepro.api.issues import KnownIssue
-from tvmrepro.api.views import JobView, RunView
+from tvmrepro.api.views import AttachedFile, JobView, RunView
 from tvmrepro.jobs.matrix import build_matrix
 from tvmrepro.jobs.tracker.known import likely_duplicates, result_bug_signature
 from tvmrepro.lifecycle import JobStatus
@@ -47,5 +47,6 @@ def job_view(store: Store, job: JobRow, status: JobStatus, **answer: Any) -> Job
         variants=job.variants, bypass_cache=job.bypass_cache,
         cached_runs=sum(run.cached for run in runs), runs=runs,
         matrix=build_matrix(job, job.comparisons), case=job.case,
+        files=[AttachedFile.model_validate(entry) for entry in job.case.get("files") or []],
         symbols=job.symbols or [],  # made once, when the job's last run was stored
         likely_duplicates=duplicates_of(store, job), **answer)

@@ -1,7 +1,7 @@
 """Persistence only: the database, its schema and migrations, and a module per table family.
 
 jobs (jobs and runs), results (results, logs, IR), comparisons, bisections, narrowings,
-triages, known_issues, workers; base holds the engine and write transactions they share.
+triages, known_issues, workers, blobs; base holds the engine and write transactions they share.
 The job store is `Store` (jobs.py, made of the other families); nothing outside this
 package writes SQL.
 """

@@ -20,6 +20,7 @@ from tvmrepro.errors import ReproError
 from tvmrepro.lifecycle import CACHED_STATUSES, UNCACHED_SIGNATURES, Action, Claim, RunState
 from tvmrepro.store import schema as t
 from tvmrepro.store.bisections import BisectionRows
+from tvmrepro.store.blobs import BlobRows
 from tvmrepro.store.comparisons import Compared, ComparisonRows, insert_comparisons
 from tvmrepro.store.known_issues import KnownIssueRows
 from tvmrepro.store.narrowings import NarrowingRows
@@ -65,10 +66,10 @@ def open_store(url: str, pooled: bool = True) -> Store:
 
 
 class Store(ResultRows, ComparisonRows, WorkerRegistry, BisectionRows, NarrowingRows,
-            KnownIssueRows, TriageRows):
+            KnownIssueRows, TriageRows, BlobRows):
     """Every read and write of jobs and runs; safe to share between threads of one process.
     The other table families are its parents (results, comparisons, workers, bisections,
-    narrowings, known_issues, triages); the engine and schema are StoreBase's."""
+    narrowings, known_issues, triages, blobs); the engine and schema are StoreBase's."""
 
     # Submission ---------------------------------------------------------------
 

@@ -19,6 +19,8 @@
                   issue a likely duplicate)
     triage_reports  a triage job's reports in order, each with the run job of its script (a
                   sweep job's stored cases, each with its run job, too)
+    blobs         the content of each file a case carries, once by its SHA-256 (a stored
+                  case names its files by digest)
 
 Every change here is also a revision in tvmrepro/store/migrations/versions/ (a test compares them).
 
@@ -177,4 +179,15 @@ triage_reports = sa.Table(
     sa.Column("ordinal", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("report", sa.JSON, nullable=False),
     sa.Column("run_job", ID, nullable=True, index=True),
+)
+
+# One row per distinct file content that a case carried (tvmrepro.attachments), by its SHA-256:
+# two jobs that attach the same file share it. Written at submission, read by the worker before
+# a run; never interpreted (a pickle is loaded only inside the sandbox).
+blobs = sa.Table(
+    "blobs", metadata,
+    sa.Column("sha256", sa.String(64), primary_key=True),
+    sa.Column("size", sa.BigInteger, nullable=False),
+    sa.Column("content", sa.LargeBinary, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
 )

@@ -31,6 +31,7 @@ from pathlib import Path
 from tvmrepro.environments import Environment
 from tvmrepro.errors import ProvisionError
 from tvmrepro.settings import Settings
+from worker.environments.health import CANARY, CANARY_DIGEST
 from worker.runtimes.base import Fingerprint
 
 FINGERPRINT = "fingerprint.json"
@@ -46,9 +47,10 @@ names = set()
 for mod in ("relax", "tirx", "tir"):
     ns = getattr(getattr(tvm, mod, None), "transform", None)
     names.update(n for n in dir(ns) if n[:1].isupper() and callable(getattr(ns, n))) if ns else None
+""" + CANARY + """
 print(json.dumps({"version": tvm.__version__, "python": sys.version.split()[0],
                   "libinfo": {str(k): str(v) for k, v in tvm.support.libinfo().items()},
-                  "passes": sorted(names), "commit": commit_id}))
+                  "passes": sorted(names), "commit": commit_id, "health": health}))
 """
 # The wheel's own record of its commit, read without importing TVM (for environments made
 # before fingerprints recorded it).
@@ -224,6 +226,8 @@ def _probe(python: Path) -> Fingerprint:
 def provision(settings: Settings, env: Environment) -> Fingerprint:
     """Make the environment if it is missing or stale; return its fingerprint."""
     existing = read_fingerprint(settings, env)
+    if existing and existing.get("canary") != CANARY_DIGEST:  # made before this canary
+        return _recheck(settings, env)
     if existing:
         return existing
     with _locked(_provision_lock(settings, env)):
@@ -241,6 +245,18 @@ def provision(settings: Settings, env: Environment) -> Fingerprint:
     return fingerprint
 
 
+def _recheck(settings: Settings, env: Environment) -> Fingerprint:
+    """Take the fingerprint of an environment made before this canary (health.py), again."""
+    with _locked(_provision_lock(settings, env)):
+        venv = Path(os.path.realpath(env_dir(settings, env)))
+        fingerprint: Fingerprint = {"id": env.id, "packages": env.installed,
+                                    **_probe(venv / "bin" / "python"), "canary": CANARY_DIGEST}
+        staged = venv / f".{FINGERPRINT}.new"
+        staged.write_text(json.dumps(fingerprint, indent=2))
+        os.replace(staged, venv / FINGERPRINT)  # a reader sees the old one or the new one
+    return fingerprint
+
+
 def _build(settings: Settings, env: Environment, venv: Path) -> Fingerprint:
     """Install exactly the pins into a new virtual environment and record what TVM it has."""
     # A venv's python finds its site-packages relative to itself, so it may be built
@@ -252,7 +268,7 @@ def _build(settings: Settings, env: Environment, venv: Path) -> Fingerprint:
          str(venv / "bin" / "python"), "--no-deps", *env.requirements()], settings,
         torch_source(settings) if env.frontends else None)
     fingerprint: Fingerprint = {"id": env.id, "packages": env.installed,
-                                **_probe(venv / "bin" / "python")}
+                                **_probe(venv / "bin" / "python"), "canary": CANARY_DIGEST}
     (venv / FINGERPRINT).write_text(json.dumps(fingerprint, indent=2))
     os.chmod(venv, 0o755)
     return fingerprint

@@ -100,12 +100,13 @@ class Judge:
         self.well_formed = True  # the case's own verdict: no candidate may be less well formed
 
     def _case_with(self, source: str, passes: list[Any]) -> Case:
-        data = self.case.model_dump(mode="json")
+        data = self.case.model_dump(mode="json", exclude={"files"})
         data.update(source=source, module=self.state.module,
                     variants=[{"name": self.options.variant, "passes": passes}])
         if "MODULE_JSON" not in source:  # printed as TVMScript: the save_json text is not needed
             data["module_json"] = None
-        return parse_case(data)
+        # The case's files as they are, contents and all (checked once, not per candidate).
+        return parse_case(data).model_copy(update={"files": self.case.files})
 
     def _run(self, source: str, passes: list[Any]) -> Result:
         return run_variant(self._case_with(source, passes), self.options.variant,

@@ -41,6 +41,8 @@ class Fingerprint(TypedDict, total=False):
     libinfo: dict[str, str]
     passes: list[str]
     commit: str | None
+    health: dict[str, str | None]
+    canary: str
 
 
 class TvmFacts(TypedDict, total=False):
@@ -51,6 +53,8 @@ class TvmFacts(TypedDict, total=False):
     packages: dict[str, str]
     python: str
     commit: str | None
+    # What the wheel can do (worker.environments.health): capability -> None or its error.
+    health: dict[str, str | None]
 
 
 def never_cancelled() -> bool:
@@ -271,6 +275,8 @@ def fingerprint_tvm(facts: Fingerprint | None) -> TvmFacts | None:
         tvm["python"] = facts["python"]
     if "commit" in facts:
         tvm["commit"] = facts["commit"]
+    if "health" in facts:
+        tvm["health"] = facts["health"]
     return tvm
 
 

@@ -2,9 +2,13 @@
 import { EditorView, basicSetup, python } from "../vendor/editor.js";
 import { api, el, fill } from "./common.js";
 import { variantField, readVariants, renderVariants, setPassNames } from "./variants.js";
+import { CaseFiles } from "./files.js";
 
 const $ = (id) => document.getElementById(id);
 const examplesBase = document.querySelector("script[data-examples]").dataset.examples;
+const caps = document.querySelector("script[data-max-files]").dataset;
+const files = new CaseFiles($("file-list"), { files: Number(caps.maxFiles), fileBytes: Number(caps.maxFileBytes),
+                                              allBytes: Number(caps.maxFilesBytes) });
 let loaded = {};          // the fields of a loaded case that the form has no input for
 let passNames = {};       // environment id -> its TVM's pass names
 let environments = [];
@@ -42,8 +46,10 @@ function mode() { return document.querySelector("input[name=mode]:checked").valu
 
 function loadCase(data) {
   const { title, source, script, module, variants, target, opt_level, entry, inputs,
-          timeout_s, memory_mb, ...rest } = data;
+          timeout_s, memory_mb, files: given, ...rest } = data;
   loaded = { ...rest, inputs: { ...(inputs || {}) } };
+  const withoutContent = files.load(given);
+  if (withoutContent) notice(`${withoutContent} of the case's files came without their content: add them below.`);
   $("title").value = title || "";
   setMode(script !== undefined && script !== null ? "script" : "module");
   setSource(script ?? source ?? "");
@@ -96,6 +102,7 @@ function readCase() {
   found.timeout_s = int("timeout_s");
   found.memory_mb = int("memory_mb");
   found.inputs = { ...(loaded.inputs || {}), seed: int("seed") ?? 0 };
+  if (files.files.length) found.files = files.entries();
   for (const key of Object.keys(found)) if (found[key] === undefined) delete found[key];
   return found;
 }
@@ -132,7 +139,7 @@ function updatePassNames() {
 const FIELD_INPUTS = { "case.title": "title", "case.source": "editor", "case.script": "editor",
   "case.module": "module", "case.target": "target", "case.opt_level": "opt_level", "case.entry": "entry",
   "case.inputs": "seed", "case.timeout_s": "timeout_s", "case.memory_mb": "memory_mb", "environments": "environments",
-  "case.variants": "variants", "case": "editor" };
+  "case.variants": "variants", "case.files": "drop-files", "case": "editor" };
 
 /** The input that an API error's field names (e.g. case.variants[0].passes[1]), if shown. */
 function fieldTarget(field) {
@@ -175,6 +182,17 @@ async function start() {
   $("device").addEventListener("change", renderEnvironments);
   $("show-idle").addEventListener("change", renderEnvironments);
   $("case-form").addEventListener("submit", submit);
+  const addFiles = (chosen) => files.add([...chosen]).then(() => { $("form-error").hidden = true; })
+    .catch((e) => showError(e.message));
+  $("attach-files").addEventListener("change", (e) => { addFiles(e.target.files); e.target.value = ""; });
+  const zone = $("drop-files");
+  zone.addEventListener("dragover", (e) => { e.preventDefault(); zone.classList.add("dragging"); });
+  zone.addEventListener("dragleave", () => zone.classList.remove("dragging"));
+  zone.addEventListener("drop", (e) => {
+    e.preventDefault();
+    zone.classList.remove("dragging");
+    addFiles(e.dataTransfer.files);
+  });
   renderVariants($("variants"), [{ name: "default", passes: [""] }]);
   const [envs, passes] = await Promise.all([api("/api/v1/environments"), api("/api/v1/passes")]);
   environments = envs.environments;

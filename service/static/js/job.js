@@ -2,6 +2,7 @@
 import { openCell } from "./cell.js";
 import { api, cancelToken, el, fill, nextView, statusClass, when } from "./common.js";
 import { reportMarkdown } from "./report.js";
+import { renderJobFiles } from "./files.js";
 import { narrowButton, renderNarrowing } from "./narrow.js";
 import { renderBisect, startBisect } from "./timeline.js";
 
@@ -194,6 +195,7 @@ function render(job) {
   renderHead(job);
   renderCancel(job);
   renderDuplicates(job);
+  renderJobFiles($("job-files"), job.files);
   renderMatrix(job.matrix);
   renderComparisons(job.matrix);
   renderBisect(job, $("bisect-panel"), $("bisect-summary"), $("timeline"));

@@ -24,7 +24,8 @@ function verdictRow(line, i, triage) {
       line.state ? ` ${line.state}` : "", el("div", { class: "hint" }, triage.titles[i])),
     el("td", {}, el("span", { class: `badge ${verdictClass}` }, line.verdict),
       line.since ? ` since ${line.since}` : "",
-      line.no_code ? el("span", { class: "hint" }, ` ${line.no_code}`) : null),
+      line.no_code ? el("span", { class: "hint" }, ` ${line.no_code}`) : null,
+      line.incompatible ? el("span", { class: "hint" }, ` ${line.incompatible}`) : null),
     el("td", {}, line.group ? `group ${line.group}` : ""),
     el("td", {}, line.quoted_error_reproduced === null ? "" : line.quoted_error_reproduced ? "yes" : "no"),
     triage.environments.map((env) => {

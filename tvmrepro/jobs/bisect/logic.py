@@ -73,6 +73,8 @@ class Probe:
                  "signature": first.get("signature"), "runs": [r.run_id for r in self.runs]}
         if len(self.runs) > 1:
             found["statuses"] = [(r.result or {}).get("status") for r in self.runs]
+        if first.get("environment_defect"):  # skipped: the environment cannot run it
+            found["environment_defect"] = first["environment_defect"]
         return found
 
 

@@ -51,6 +51,12 @@ def _probes(bisect: Bisection) -> list[str]:
         lines.append(f"| {table_cell(probe.environment)} | **{table_cell(probe.verdict)}** | "
                      f"{', '.join(table_cell(s) for s in statuses)} | "
                      f"{_cell(probe.stage)} | {_cell(probe.signature)} |")
+    broken = [p for p in bisect.probes if p.environment_defect]
+    if broken:
+        lines += ["", "Skipped as broken environments (their wheel fails its canary so, "
+                  "whatever the report): " + "; ".join(
+                      f"{code_span(p.environment)}: {code_span(p.environment_defect or '')}"
+                      for p in broken)]
     return lines
 
 

@@ -65,8 +65,9 @@ def start_triage(sub: Submission, request: TriageRequest) -> str:
     reports = reports_of_request(request.reports)
     envs = sorted(sub.environments(request.environments), key=lambda env: env.version)
     sub.check_served(envs, request)
-    cases = [report_case(report, index) if report.script is not None else None
-             for index, report in enumerate(reports)]
+    # A report's files (`import --attachments`) are stored as a run job's are.
+    cases = [sub.stored_files(report_case(report, index), f"{REPORTS_FIELD}[{index}]")
+             if report.script is not None else None for index, report in enumerate(reports)]
     parent = JobRow(id=uuid.uuid4().hex, kind=TRIAGE, title=triage_title(reports), case={},
                     environments=[env.id for env in envs], variants=[],
                     bypass_cache=request.bypass_cache, created_at=sub.now)

@@ -13,8 +13,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from tvmrepro.attachments import WITH_CONTENTS, Attachment, read_files
 from tvmrepro.cases import Case, parse_case
 from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
@@ -54,12 +55,20 @@ class ImportedReport(BaseModel):
     no_code: str | None  # why there is no runnable script (None when there is one)
     # The case JSON in module mode, where the script is a module, its passes and a build.
     module_case: dict[str, Any] | None = None
+    # The files the script names (string constants such as "model.onnx") that `import
+    # --attachments DIR` found there, attached to its case (their contents travel with the
+    # report only in a dump with tvmrepro.attachments.WITH_CONTENTS), and those it names that
+    # were not given: a report missing any has no runnable script until they are given.
+    files: list[Attachment] = Field(default_factory=list)
+    missing_files: list[str] = Field(default_factory=list)
 
     def case(self) -> Case:
-        """The report's script case, as `tvmrepro run repro.py` makes it."""
+        """The report's script case, as `tvmrepro run repro.py --file ...` makes it."""
         if self.script is None:
             raise BadInput(self.label, f"no case: {self.no_code}")
-        return parse_case({"title": self.label, "script": self.script})
+        files = [entry.model_dump(mode="json", context=WITH_CONTENTS) for entry in self.files]
+        return parse_case({"title": self.label, "script": self.script} |
+                          ({"files": files} if files else {}))
 
     @property
     def label(self) -> str:
@@ -99,9 +108,13 @@ def joined_script(blocks: list[Block]) -> str:
 def environment_modules() -> frozenset[str]:
     """The modules some pinned environment can import besides the standard library: its
     packages (images/environments.toml) by their import names (apache-tvm is `tvm`,
-    ml-dtypes `ml_dtypes`)."""
-    packages = {name for env in default_catalog().environments for name in env.packages}
-    return frozenset(name.removeprefix("apache-").replace("-", "_") for name in packages)
+    ml-dtypes `ml_dtypes`), and the frontend packages its release was verified with (torch,
+    onnx, onnxruntime, onnxscript: a report that imports one runs in the frontend flavour)."""
+    catalog = default_catalog().environments
+    packages = {name for env in catalog for name in env.packages}
+    frontends = {name for env in catalog for name in env.frontend_modules}
+    return frozenset({name.removeprefix("apache-").replace("-", "_") for name in packages}
+                     | frontends)
 
 
 def missing_inputs(script: str) -> list[str]:
@@ -122,8 +135,38 @@ def missing_inputs(script: str) -> list[str]:
     return list(dict.fromkeys(needs))
 
 
-def why_no_code(blocks: list[Block], script: str | None) -> str | None:
-    """Why the body has no runnable script, or None when it has one."""
+def named_files(script: str) -> list[str]:
+    """The data files the script names (string constants: "model.onnx", "./inputs.pkl")."""
+    try:
+        needs = missing_inputs(script)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # no script to read
+        return []
+    return [need.removeprefix("file ") for need in needs if need.startswith("file ")]
+
+
+def given_files(script: str | None, folder: Path | None,
+                number: int | None) -> tuple[list[Attachment], list[str]]:
+    """The files the script names that `folder` holds (in its subfolder named by the issue's
+    number first, then in itself), and the names it lacks. A name with a directory part
+    ("/data/model.onnx") is never given: the case reads its files from its own directory."""
+    found: list[Attachment] = []
+    missing: list[str] = []
+    for named in named_files(script) if script is not None else []:
+        name = named.removeprefix("./")
+        places = ([folder / str(number), folder] if number is not None else [folder]) \
+            if folder is not None and Path(name).name == name else []
+        path = next((place / name for place in places if (place / name).is_file()), None)
+        if path is None:
+            missing.append(named)
+        elif name not in {entry.name for entry in found}:
+            found += read_files([path], "--attachments")
+    return found, missing
+
+
+def why_no_code(blocks: list[Block], script: str | None,
+                given: frozenset[str] = frozenset()) -> str | None:
+    """Why the body has no runnable script, or None when it has one (`given`: the files it
+    names that come with it)."""
     if not blocks:
         return "the body has no code block"
     if script is None:
@@ -134,19 +177,22 @@ def why_no_code(blocks: list[Block], script: str | None) -> str | None:
                f"output are not code){cut}"
     if "tvm" not in script:
         return "the code does not use TVM"
-    needs = missing_inputs(script)
+    needs = [need for need in missing_inputs(script)
+             if need.removeprefix("file ") not in given]
     if needs:
         return f"the script needs what the body does not hold: {', '.join(needs)}"
     return None
 
 
 def import_body(body: str, number: int | None = None, title: str = "", state: str | None = None,
-                url: str | None = None) -> ImportedReport:
-    """One report from its Markdown body."""
+                url: str | None = None, attachments: Path | None = None) -> ImportedReport:
+    """One report from its Markdown body (`attachments`: a folder of the files its script
+    reads, as downloaded from the issue)."""
     blocks = fenced_blocks(body)
     code = [b for b in blocks if is_code(b)]
     script = joined_script(code) if code else None
-    reason = why_no_code(blocks, script)
+    files, missing = given_files(script, attachments, number)
+    reason = why_no_code(blocks, script, frozenset(named_files(script or "")) - set(missing))
     # A title often names the error when the body does not ("[Bug] TVMError: ...").
     quoted = quoted_error([b for b in blocks if b not in code], outside_blocks(body)) \
         or titled_error(title)
@@ -157,7 +203,8 @@ def import_body(body: str, number: int | None = None, title: str = "", state: st
                           quoted_error_type=quoted.error_type if quoted else None,
                           script=None if reason else script, no_code=reason,
                           module_case=None if reason or script is None
-                          else valid_module_case(script, label))
+                          else valid_module_case(script, label),
+                          files=files, missing_files=missing)
 
 
 def valid_module_case(script: str, title: str) -> dict[str, Any] | None:
@@ -172,8 +219,10 @@ def valid_module_case(script: str, title: str) -> dict[str, Any] | None:
     return case
 
 
-def export_entry(item: Any, index: int, prefix: str = "") -> ImportedReport:
-    """One issue of an export (`[index]` in messages, after `prefix`), imported."""
+def export_entry(item: Any, index: int, prefix: str = "",
+                 attachments: Path | None = None) -> ImportedReport:
+    """One issue of an export (`[index]` in messages, after `prefix`), imported (its files
+    from `attachments`, as import_body takes them)."""
     where = f"{prefix}[{index}]"
     if not isinstance(item, dict):
         raise BadInput(where, f"must be an object with {', '.join(EXPORT_FIELDS)}, "
@@ -191,14 +240,14 @@ def export_entry(item: Any, index: int, prefix: str = "") -> ImportedReport:
     if state is not None and state.upper() not in ("OPEN", "CLOSED"):
         raise BadInput(f"{where}.state", f"must be OPEN or CLOSED, got {state[:40]!r}")
     return import_body(item["body"], number, item.get("title") or "",
-                       state.upper() if state else None, item.get("url"))
+                       state.upper() if state else None, item.get("url"), attachments)
 
 
-def import_export(data: Any) -> list[ImportedReport]:
+def import_export(data: Any, attachments: Path | None = None) -> list[ImportedReport]:
     """Every report of a decoded `gh issue list --json ...` export."""
     if not isinstance(data, list):
         raise BadInput("issues", f"must be a JSON array of issues, got {type(data).__name__}")
-    reports = [export_entry(item, i) for i, item in enumerate(data)]
+    reports = [export_entry(item, i, attachments=attachments) for i, item in enumerate(data)]
     numbers = [r.number for r in reports if r.number is not None]
     if len(set(numbers)) != len(numbers):
         twice = sorted({n for n in numbers if numbers.count(n) > 1})
@@ -206,20 +255,22 @@ def import_export(data: Any) -> list[ImportedReport]:
     return reports
 
 
-def import_file(path: Path) -> list[ImportedReport]:
+def import_file(path: Path, attachments: Path | None = None) -> list[ImportedReport]:
     """The reports of an export (.json) or of one issue's Markdown (.md, its number from a
-    file name such as 17357.md)."""
+    file name such as 17357.md); the files their scripts name from the folder `attachments`
+    (in a subfolder named by the issue's number, or in the folder itself)."""
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(str(path), f"cannot read: {getattr(exc, 'strerror', None) or exc}") from exc
     if path.suffix == ".json":
         try:
-            return import_export(json.loads(text))
+            return import_export(json.loads(text), attachments)
         except json.JSONDecodeError as exc:
             raise BadInput(str(path), f"not JSON: {exc.msg} at line {exc.lineno} "
                                       f"column {exc.colno}") from exc
     if path.suffix in (".md", ".markdown"):
         digits = re.fullmatch(r"\D*(\d+)", path.stem)
-        return [import_body(text, int(digits.group(1)) if digits else None, path.stem)]
+        return [import_body(text, int(digits.group(1)) if digits else None, path.stem,
+                            attachments=attachments)]
     raise BadInput(str(path), "expected an issue export (.json) or one issue's Markdown (.md)")

@@ -27,6 +27,7 @@ def _rows(answer: TriageJobAnswer) -> list[str]:
              "| --- " * (5 + len(envs)) + "|"]
     for line, title, url in zip(answer.reports, answer.titles, answer.urls, strict=True):
         verdict = line.verdict.value + (f" since {code_span(line.since)}" if line.since else "")
+        verdict += f": {table_cell(line.incompatible)}" if line.incompatible else ""
         quoted = {True: "yes", False: "no", None: ""}[line.quoted_error_reproduced]
         statuses = " | ".join(code_span(line.statuses[env]) if env in line.statuses else ""
                               for env in envs)

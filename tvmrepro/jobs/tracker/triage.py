@@ -57,6 +57,9 @@ class ReportTriage(BaseModel):
     signature: str | None
     statuses: dict[str, str]
     no_code: str | None = None
+    # Why the newest environment could not run the script, where the verdict is incompatible:
+    # its run's error ("RelayRemoved: Relay (tvm.relay) was removed in TVM 0.20.0 ...").
+    incompatible: str | None = None
 
 
 class Group(BaseModel):
@@ -185,6 +188,7 @@ def triage(reports: list[ImportedReport], runs: list[list[TriageRun]]) -> Triage
                                      if newest and report.quoted_error else None),
             since=since, group=group_of.get(signature) if signature else None,
             signature=newest.signature if newest and newest.status in FAILING else None,
-            statuses={run.env: run.status for run in report_runs}, no_code=report.no_code))
+            statuses={run.env: run.status for run in report_runs}, no_code=report.no_code,
+            incompatible=newest.error if newest and verdict == Verdict.INCOMPATIBLE else None))
     audit = [entry for line in lines if (entry := audit_entry(line)) is not None]
     return TriageAnswer(reports=lines, groups=groups, audit=audit)
