@@ -30,7 +30,23 @@ def well_formed(tvm: Any, mod: Any) -> bool:
         verdict = tvm.relax.analysis.well_formed(mod)
     except Exception:  # 0.27 raises for a module that is not well formed
         return False
-    return verdict is not False and _tir_well_formed(tvm, mod)
+    return verdict is not False and _tir_well_formed(tvm, mod) and in_bounds(tvm, mod)
+
+
+def in_bounds(tvm: Any, mod: Any) -> bool:
+    """Whether every buffer access of the module's PrimFuncs provably stays inside its buffer
+    (TIR's OOBChecker, where the release has it). A reduction that shrinks a buffer to (1,) but
+    keeps a 16-step loop reads out of bounds: the same signal, another bug."""
+    for name in ("s_tir", "tirx", "tir"):
+        checker = getattr(getattr(getattr(tvm, name, None), "analysis", None), "OOBChecker", None)
+        if checker is None:
+            continue
+        try:
+            checker()(mod)
+        except Exception as exc:  # noqa: BLE001  (the checker's answer is its error)
+            return "Out of bounds memory access" not in str(exc)
+        return True
+    return True
 
 
 def _tir_well_formed(tvm: Any, mod: Any) -> bool:
