@@ -131,6 +131,9 @@ class Case(BaseModel):
     relax_pipeline: str | None = "default"
     tir_pipeline: str | None = "default"
     pass_config: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    # Exact package versions the report needs (e.g. {"torch": "2.13.0"}): a submission is
+    # refused unless every environment it runs on pins them (its frontend packages included).
+    requires: dict[str, str] = Field(default_factory=dict)
     # Files beside the code (a model, pickled inputs), each written read-only into the run's
     # work directory under its name: base64 content on submit, {name, sha256, size} once
     # stored (tvmrepro.attachments).

@@ -232,3 +232,14 @@ def test_slow_clients_do_not_starve_the_others(api_only: Stack) -> None:
         assert f"did not arrive within {READ_TIMEOUT_S} s".encode() in answer, answer
     assert [answer for _, answer in closed[10:]] == [b"", b""]  # headers never finished
     assert "Traceback" not in api_only.logs()
+
+
+def test_a_package_version_no_environment_pins_is_refused(client: FlaskClient) -> None:  # noqa: F811
+    script = {"script": "import torch\nprint(torch.__version__)\n"}
+    status, body = post(client, job({**script, "requires": {"torch": "2.7.1"}}))
+    assert status == 400, body
+    assert body["error"]["field"] == "case.requires.torch", body
+    assert "no pinned environment has torch 2.7.1" in body["error"]["message"]
+    assert "2.13.0" in body["error"]["message"]  # what they do pin
+    status, body = post(client, job({**script, "requires": {"torch": "2.13.0"}}))
+    assert status != 400, body

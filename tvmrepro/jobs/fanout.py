@@ -49,6 +49,18 @@ def select_variants(case: Case, names: Sequence[str] | None, field: str = "varia
     return list(dict.fromkeys(names or case.variant_names))
 
 
+def check_requires(case: Case, envs: Sequence[Environment], field: str) -> None:
+    """BadInput naming the first package version the case requires that an environment it
+    would run on does not pin (the environments' own pins, and their frontend pins)."""
+    for name, version in case.requires.items():
+        pins = {env.id: {**env.packages, **env.frontend_packages}.get(name) for env in envs}
+        lacking = [env_id for env_id, pin in pins.items() if pin != version]
+        if lacking:
+            pinned = sorted({pin for pin in pins.values() if pin})
+            raise BadInput(f"{field}.{name}", f"no pinned environment has {name} {version} "
+                           f"({', '.join(lacking)} pin {', '.join(pinned) or 'no ' + name})")
+
+
 def fan_out(case: Case, envs: Sequence[Environment],
             fingerprints: Mapping[str, Mapping[str, Any] | None],
             variants: Sequence[str] | None = None, variant_field: str = "variants",
@@ -60,6 +72,7 @@ def fan_out(case: Case, envs: Sequence[Environment],
     what a wrong pass's field is under (e.g. "case" for "case.variants[0].passes[1]").
     """
     chosen = select_variants(case, variants, variant_field)
+    check_requires(case, envs, f"{case_field}.requires" if case_field else "requires")
     known = known_passes(envs, fingerprints)
     try:
         if known is not None:
