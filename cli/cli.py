@@ -9,6 +9,7 @@ import click
 
 from cli.commands.bisect import bisect_command
 from cli.commands.env import env
+from cli.commands.history import history
 from cli.commands.images import images
 from cli.commands.jobs import (
     cancel_command,
@@ -51,5 +52,5 @@ for command in (env, run_command, serve_command, worker_command, up_command, new
                 report_command, images, bisect_command, extract_command, reduce_command,
                 jobs_command, wait_command, log_command, ir_command, compare_command,
                 cancel_command, import_command, triage_command, export_test_command,
-                sweep_command):
+                sweep_command, history):
     main.add_command(command)

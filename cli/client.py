@@ -5,6 +5,7 @@ service it talks to is found by discovery.py; the cancel tokens it keeps are can
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from cli.cancel_tokens import cancel_token_file, keep_cancel_token, kept_cancel_
 from cli.output import error_console
 from tvmrepro.api.requests import CANCEL_HEADER, EnvironmentsRequest, JobRequest
 from tvmrepro.api.views import (
+    Bisection,
     Cancelled,
     Comparison,
     EnvironmentList,
@@ -27,6 +29,7 @@ from tvmrepro.api.views import (
     LogView,
 )
 from tvmrepro.errors import BadInput, ReproError
+from tvmrepro.settings import MAX_PARTS_PAGE, variable_name
 
 POLL_S = 0.25
 WARM_POLL_S = 0.05  # a run on a warm sandbox answers within a second or two: poll close behind
@@ -43,6 +46,13 @@ RECONNECT_SAY_S = 10.0
 
 
 Model = TypeVar("Model", bound=BaseModel)
+
+
+def maintainer_headers() -> dict[str, str]:
+    """`Authorization: Bearer ...` where TVMREPRO_MAINTAINER_TOKEN is set here: the service
+    then keeps this client's triages as its known issues (docs/api.md)."""
+    token = os.environ.get(variable_name("maintainer_token"), "").strip()
+    return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 class ServiceError(ReproError):
@@ -84,7 +94,8 @@ class ApiClient:
         # A plain http:// service needs no TLS context, whose CA bundle takes a quarter of a
         # second to load; redirects are not followed, so no request leaves plain HTTP.
         plain = self.server.startswith("http://")
-        self.http = httpx.Client(base_url=self.server, timeout=HTTP_TIMEOUT_S, verify=not plain)
+        self.http = httpx.Client(base_url=self.server, timeout=HTTP_TIMEOUT_S, verify=not plain,
+                                 headers=maintainer_headers())
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         """The answer's JSON (ServiceError or BadInput for an error)."""
@@ -166,9 +177,16 @@ class ApiClient:
                 f" the `tvmrepro up` on this home serves them within seconds of that")
 
     def job(self, job_id: str) -> JobView:
-        """A job with runs and matrix."""
+        """A job with runs and matrix (a triage's or sweep's first page of parts)."""
         path = f"/api/v1/jobs/{job_id}"
         return self._job_view(self._send("GET", path), path)
+
+    def job_page(self, job_id: str, offset: int) -> JobView:
+        """A triage's or sweep's view with the page of its parts from `offset` (the largest
+        page the service gives)."""
+        path = f"/api/v1/jobs/{job_id}"
+        answer = self._call("GET", path, params={"offset": offset, "limit": MAX_PARTS_PAGE})
+        return _validated(JobView, answer, f"GET {path}")
 
     def _job_view(self, response: httpx.Response, path: str) -> JobView:
         job = _validated(JobView, response.json(), f"GET {path}")
@@ -230,6 +248,21 @@ class ApiClient:
         path = f"/api/v1/jobs/{job_id}"
         return _validated(Cancelled, self._call("DELETE", path, headers={CANCEL_HEADER: token}),
                           f"DELETE {path}")
+
+    def give_windows(self, job_id: str, found: Bisection) -> JobView | None:
+        """Keep the windows and suspects of `found` (computed here) with the bisect job this
+        machine submitted (PUT .../windows); None where no cancel token of it is kept here."""
+        token = kept_cancel_token(job_id)
+        if not token:
+            return None
+        given = [{"before": t.before, "after": t.after,
+                  "window": t.window.model_dump(mode="json"),
+                  "suspects": [s.model_dump(mode="json") for s in t.suspects or []]}
+                 for t in found.transitions if t.window is not None]
+        path = f"/api/v1/jobs/{job_id}/windows"
+        answer = self._call("PUT", path, json={"transitions": given},
+                            headers={CANCEL_HEADER: token})
+        return _validated(JobView, answer, f"PUT {path}")
 
     def log(self, job_id: str, run_id: str) -> LogView:
         """A run's output."""

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from cli.output import STATUS_STYLE, plain, shown
 from tvmrepro.api.views import JobView
+from tvmrepro.choice import over_text
 from tvmrepro.escaping import visible_line
 from tvmrepro.pass_numbers import FROM_ZERO, after_pass
 
@@ -16,7 +17,9 @@ from tvmrepro.pass_numbers import FROM_ZERO, after_pass
 def matrix_view(job: JobView) -> Group:
     """The matrix (variants x environments), signature groups and where variants part."""
     matrix = job.matrix
-    table = Table(title=shown(job.title or f"job {job.id}"))
+    table = Table(title=shown(job.title or f"job {job.id}"),
+                  caption=shown(over_text(job.environments, job.environments_why,
+                                          job.not_probed)))
     table.add_column("variant")
     for env_id in matrix.environments:
         table.add_column(plain(env_id), overflow="fold")
@@ -26,12 +29,14 @@ def matrix_view(job: JobView) -> Group:
             text = plain(cell.status or cell.state.value, STATUS_STYLE.get(cell.status or "", ""))
             text.append("\n" + visible_line(cell.stage) if cell.stage else "")
             text.append(" (cached)" if cell.cached else "", style="dim")
-            if cell.outputs == "differs" and cell.output_error is not None:
+            if cell.outputs in ("differs", "noise") and cell.output_error is not None:
                 error = cell.output_error
                 size = f" {error.max_abs_error:.3g}" if error.max_abs_error is not None else ""
+                said = (f"outputs differ ({error.reason}{size})" if cell.outputs == "differs"
+                        else f"outputs within tolerance (max abs{size})")
                 text.append("\n" + visible_line(
-                    f"outputs differ ({error.reason}{size}) from "
-                    f"{error.against.variant}@{error.against.environment}"), style="red")
+                    f"{said} from {error.against.variant}@{error.against.environment}"),
+                    style="red" if cell.outputs == "differs" else "dim")
             cells.append(text)
         table.add_row(plain(variant), *cells)
     parts: list[Any] = [table]

@@ -44,9 +44,11 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
 
-def runs_table(runs: list[dict[str, Any]], title: str | None = None) -> Table:
-    """One row per run: variant, environment, status, stage, signature."""
-    table = Table(title=title and shown(title), show_lines=False)
+def runs_table(runs: list[dict[str, Any]], title: str | None = None,
+               caption: str | None = None) -> Table:
+    """One row per run: variant, environment, status, stage, signature (`caption` below)."""
+    table = Table(title=title and shown(title), caption=caption and shown(caption),
+                  show_lines=False)
     for column in ("variant", "environment", "status", "stage", "signature"):
         table.add_column(column, overflow="fold")
     for run in runs:
@@ -58,9 +60,10 @@ def runs_table(runs: list[dict[str, Any]], title: str | None = None) -> Table:
     return table
 
 
-def print_runs(runs: list[dict[str, Any]], title: str | None = None) -> None:
-    """The runs as a table on stdout."""
-    Console(width=max(Console().width, 140)).print(runs_table(runs, title))
+def print_runs(runs: list[dict[str, Any]], title: str | None = None,
+               caption: str | None = None) -> None:
+    """The runs as a table on stdout (`caption`: what they are over, below it)."""
+    Console(width=max(Console().width, 140)).print(runs_table(runs, title, caption))
 
 
 def error_console() -> Console:

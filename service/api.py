@@ -6,7 +6,7 @@ import json
 import logging
 from typing import Any
 
-from flask import Blueprint, Flask, Response, current_app, jsonify, request, url_for
+from flask import Blueprint, Flask, Response, current_app, g, jsonify, request, url_for
 from pydantic import BaseModel
 from werkzeug.exceptions import (
     ClientDisconnected,
@@ -16,14 +16,18 @@ from werkzeug.exceptions import (
     UnsupportedMediaType,
 )
 
+from service.clients import admission_of
 from service.hosts import AllowedHosts
 from service.jobs import JobService
 from service.openapi import openapi_document
+from service.query_args import ascii_int
 from service.waiting import MAX_WAIT_S
+from tvmrepro.api.pages import EVERY_PART, PageAsked
 from tvmrepro.api.requests import CANCEL_HEADER
 from tvmrepro.api.views import ErrorBody, ErrorDetail, IRView
 from tvmrepro.errors import BadInput, Forbidden, NotServed
 from tvmrepro.jobs.report import render_report
+from tvmrepro.settings import DEFAULT_PARTS_PAGE, MAX_PARTS_PAGE
 from tvmrepro.store import QueueFull
 
 log = logging.getLogger(__name__)
@@ -96,7 +100,9 @@ def _json_body() -> Any:
         raise UnsupportedMediaType(f"send Content-Type: application/json, not "
                                    f"{request.mimetype or 'none'}")
     try:
-        data = json.loads(_read_body())
+        raw = _read_body()
+        g.body_bytes = len(raw)  # what the submitter's budget counts at least
+        data = json.loads(raw)
         # A lone surrogate ("\ud800") decodes, then fails every later encode: refuse it now.
         json.dumps(data, ensure_ascii=False).encode("utf-8", "strict")
     except UnicodeError as exc:
@@ -116,7 +122,9 @@ def _json_body() -> Any:
 @api.post("/jobs")
 def submit_job() -> tuple[Response, int]:
     """Submit a job; 202 with the job (runs served from the cache say so)."""
-    job = service().submit(_json_body())
+    body = _json_body()
+    job = service().submit(body, admission_of(request, service().settings,
+                                              g.get("body_bytes", 0)))
     response, status = answer(job, 202)
     response.headers["Location"] = url_for("api.get_job", job_id=job.id)
     return response, status
@@ -136,13 +144,28 @@ def cancel_job(job_id: str) -> tuple[Response, int]:
     return answer(cancelled) if cancelled else error(404, f"no job {job_id!r}")
 
 
+@api.put("/jobs/<job_id>/windows")
+def give_windows(job_id: str) -> tuple[Response, int]:
+    """A bisect job's commit windows and suspects, as its submitter's command line computed
+    them from a history of its own (X-Cancel-Token: the job's); the job as it now reads."""
+    found = service().give_windows(job_id, _json_body(), request.headers.get(CANCEL_HEADER))
+    return answer(found) if found else error(404, f"no job {job_id!r}")
+
+
 def _int_arg(name: str, default: int, low: int, high: int) -> int:
     text = request.args.get(name)
     if text is None:
         return default
-    if not text.isdigit() or not low <= int(text) <= high:
-        raise BadInput(name, f"must be an integer from {low} to {high}, got {text!r}")
-    return int(text)
+    value = ascii_int(text)
+    if value is None or not low <= value <= high:
+        raise BadInput(name, f"must be an integer from {low} to {high}, got {text[:40]!r}")
+    return value
+
+
+def _page_arg() -> PageAsked:
+    """Which reports of a triage (or stored cases of a sweep) a read of the job shows."""
+    return PageAsked(_int_arg("offset", 0, 0, 10 ** 9),
+                     _int_arg("limit", DEFAULT_PARTS_PAGE, 1, MAX_PARTS_PAGE))
 
 
 def _seconds_arg(name: str, high: float) -> float:
@@ -164,7 +187,7 @@ def get_job(job_id: str) -> tuple[Response, int]:
     request unless every run has ended (service/waiting.py)."""
     seen = request.headers.get("If-None-Match")
     job = service().waits.view_after(job_id, seen, _int_arg("wait", 0, 0, MAX_WAIT_S),
-                                     _seconds_arg("every", MAX_WAIT_S))
+                                     _seconds_arg("every", MAX_WAIT_S), _page_arg())
     if job is None:
         return error(404, f"no job {job_id!r}")
     if job.etag == seen:
@@ -175,7 +198,7 @@ def get_job(job_id: str) -> tuple[Response, int]:
 @api.get("/jobs/<job_id>/report.md")
 def get_report(job_id: str) -> Response | tuple[Response, int]:
     """The job's Markdown report, ready to paste into a TVM issue."""
-    job = service().job(job_id)
+    job = service().job(job_id, EVERY_PART)  # pasted whole (at most a triage's cap)
     if job is None:
         return error(404, f"no job {job_id!r}")
     return Response(render_report(job, service().catalog), mimetype="text/markdown")

@@ -13,6 +13,7 @@ from typing import Any
 from celery import Celery
 
 from service.waiting import JobWaits
+from tvmrepro.api.pages import PageAsked
 from tvmrepro.api.requests import CANCEL_HEADER, JobRequest, parse_request
 from tvmrepro.api.views import (
     Cancelled,
@@ -25,9 +26,12 @@ from tvmrepro.api.views import (
     JobSummary,
     JobView,
 )
+from tvmrepro.choice import DEFAULT_WHY, default_environments
 from tvmrepro.environments import Catalog, default_catalog
-from tvmrepro.errors import Forbidden
+from tvmrepro.errors import BadInput, Forbidden
 from tvmrepro.expiry import expire_waiting
+from tvmrepro.jobs.bisect import BISECT
+from tvmrepro.jobs.bisect.given import checked
 from tvmrepro.jobs.comparisons import compare, passes_of
 from tvmrepro.jobs.kinds import KINDS
 from tvmrepro.jobs.settling import finish_run
@@ -38,6 +42,7 @@ from tvmrepro.results import Result, Status
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store, open_store
 from tvmrepro.store.rows import RunRow
+from tvmrepro.submitters import Admission
 
 log = logging.getLogger(__name__)
 TOKEN_BYTES = 24  # 192 random bits
@@ -66,18 +71,20 @@ class JobService:
 
     # Submission ---------------------------------------------------------------
 
-    def submit(self, body: Any) -> JobView:
-        """Validate, store and enqueue a job; BadInput names the wrong field, QueueFull is 429.
-        The answer carries the job's cancel token, given this once (the store keeps its hash)."""
-        return self.start(parse_request(body))
+    def submit(self, body: Any, admission: Admission | None = None) -> JobView:
+        """Validate, store and enqueue a job; BadInput names the wrong field, QueueFull (its
+        submitter's BudgetSpent too) is 429. The answer carries the job's cancel token, given
+        this once (the store keeps its hash)."""
+        return self.start(parse_request(body), admission)
 
-    def start(self, request: JobRequest) -> JobView:
-        """Store and enqueue a validated request through its kind's `start` (`submit`)."""
+    def start(self, request: JobRequest, admission: Admission | None = None) -> JobView:
+        """Store and enqueue a validated request through its kind's `start` (`submit`), as
+        `admission`'s submitter's (None: nobody's, no budget: the service's own callers)."""
         # Runs that waited too long leave the queue before it is counted (a worker's recovery
         # sweep ends them too; a read of a job never does: tvmrepro.expiry).
         expire_waiting(self.store, self.settings.wait_expiry_s)
-        submission = Submission(self.settings, self.store, self.catalog, self._publish,
-                                time.time())
+        store = self.store.admitting(admission) if admission is not None else self.store
+        submission = Submission(self.settings, store, self.catalog, self._publish, time.time())
         job_id = KINDS[request.kind].start(submission, request)
         view = self.job(job_id)
         assert view is not None  # stored just above
@@ -96,14 +103,18 @@ class JobService:
 
     # Reading ------------------------------------------------------------------
 
-    def job(self, job_id: str) -> JobView | None:
+    def job(self, job_id: str, page: PageAsked | None = None) -> JobView | None:
         """A job with its runs and matrix (and its kind's answer), or None: read only (no GET
         writes to the store; what a dead worker left is settled by the recovery sweep,
-        worker/recovery.py)."""
+        worker/recovery.py). A triage's reports and a sweep's cases: `page` of them (None:
+        the first)."""
         job = self.store.job(job_id)
         if job is None:
             return None
-        return KINDS[job.kind].read(self.store, job)
+        kind = KINDS[job.kind]
+        if kind.read_page is not None:
+            return kind.read_page(self.store, job, page or PageAsked())
+        return kind.read(self.store, job)
 
     def result_id(self, job_id: str, run_id: str) -> str | None:
         """The id under which a finished run's result is stored (None: unknown or unfinished)."""
@@ -126,6 +137,7 @@ class JobService:
         building = self.store.building_environments(self.settings.worker_stale_s)
         fingerprints = self.store.fingerprints()
         waiting = self.store.waiting_by_environment()
+        default = {env.id for env in default_environments(self.catalog)}
         views = []
         for env in self.catalog.environments:
             fingerprint = fingerprints.get(env.id)
@@ -135,8 +147,9 @@ class JobService:
                 packages=env.packages, workers=served.get(env.id, 0),
                 state=("building" if env.id in building else "served" if env.id in served
                        else "unserved"),
-                step=building.get(env.id), waiting=waiting.get(env.id, 0), fingerprint=shown))
-        return EnvironmentList(environments=views)
+                step=building.get(env.id), waiting=waiting.get(env.id, 0), fingerprint=shown,
+                default=env.id in default))
+        return EnvironmentList(environments=views, default_why=DEFAULT_WHY)
 
     def jobs(self, limit: int, offset: int) -> JobList:
         """A page of jobs, newest first (a job made of run jobs counts their runs as its own)."""
@@ -149,6 +162,22 @@ class JobService:
                 for r in rows]
         more = offset + len(jobs) < total
         return JobList(jobs=jobs, total=total, next_offset=offset + len(jobs) if more else None)
+
+    def give_windows(self, job_id: str, body: Any, token: str | None) -> JobView | None:
+        """Keep the commit windows and suspects that a bisect job's submitter computed from a
+        history of its own (tvmrepro.jobs.bisect.given); the job as it now reads (None: no
+        job). Forbidden unless `token` is the job's cancel token."""
+        job = self.store.job(job_id)
+        if job is None:
+            return None
+        digest = self.store.cancel_digest(job_id)
+        if not token or digest is None or not hmac.compare_digest(digest, token_digest(token)):
+            raise Forbidden(f"only whoever submitted job {job_id} gives it windows: its cancel "
+                            f"token in the {CANCEL_HEADER} header", CANCEL_HEADER)
+        if job.kind != BISECT:
+            raise BadInput("job", f"job {job_id} is a {job.kind} job, not a bisection")
+        self.store.save_windows(job_id, checked(body, KINDS[job.kind].read(self.store, job).bisect))
+        return self.job(job_id)
 
     def cancel(self, job_id: str, token: str | None) -> Cancelled | None:
         """End every run of the job that has no result as `infra_error` Cancelled (None: no

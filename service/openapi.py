@@ -22,7 +22,9 @@ from tvmrepro.api.views import (
     LogView,
 )
 from tvmrepro.cases import Case
+from tvmrepro.jobs.bisect.given import GivenWindows
 from tvmrepro.results import Result
+from tvmrepro.settings import DEFAULT_PARTS_PAGE, MAX_PARTS_PAGE
 
 OPENAPI_VERSION = "3.1.0"
 REF = "#/components/schemas/{model}"
@@ -44,14 +46,16 @@ class Route:
 
 
 # Request bodies that are a union of models, each shown as the schema of that name.
-UNIONS: dict[str, Any] = {"JobRequest": JobRequest}
+UNIONS: dict[str, Any] = {"JobRequest": JobRequest, "GivenWindows": GivenWindows}
 _JOB = "/api/v1/jobs/{job_id}"
 _RUN = _JOB + "/runs/{run_id}"
 ROUTES = (
-    Route("post", "/api/v1/jobs", "Submit a job: run, bisect, reduce or extract a case",
+    Route("post", "/api/v1/jobs", "Submit a job: run, bisect, reduce or extract a case "
+                                  "(the maintainer's with `Authorization: Bearer TOKEN`; 429: "
+                                  "the queue is full, or the submitter's budget is spent)",
           request="JobRequest",
-          responses={202: JobView, 400: ErrorBody, 409: ErrorBody, 413: ErrorBody,
-                     429: ErrorBody}),
+          responses={202: JobView, 400: ErrorBody, 403: ErrorBody, 409: ErrorBody,
+                     413: ErrorBody, 429: ErrorBody}),
     Route("get", "/api/v1/jobs", "Jobs, newest first, a page at a time",
           query={"limit": "jobs per page (1-200, default 20)", "offset": "jobs to skip"},
           optional=("limit", "offset"),
@@ -61,7 +65,11 @@ ROUTES = (
           headers={CANCEL_HEADER: "the job's cancel token, as its submission answered"},
           responses={200: Cancelled, 403: ErrorBody, 404: ErrorBody}),
     Route("get", _JOB, "A job: status, runs and the variant x environment matrix",
-          responses={200: JobView, 404: ErrorBody}),
+          query={"offset": "a triage's or sweep's first report or case listed (default 0)",
+                 "limit": f"how many it lists (1-{MAX_PARTS_PAGE}, default "
+                          f"{DEFAULT_PARTS_PAGE})"},
+          optional=("offset", "limit"),
+          responses={200: JobView, 400: ErrorBody, 404: ErrorBody}),
     Route("get", _RUN, "One run's full result (log and per-pass IR included)",
           responses={200: Result, 404: ErrorBody}),
     Route("get", _RUN + "/log", "One run's stdout and stderr",
@@ -71,6 +79,11 @@ ROUTES = (
     Route("get", _JOB + "/compare", "Where two runs' IR first differs, with a diff",
           query={"a": "a run id of the job", "b": "another run id of the job"},
           responses={200: Comparison, 400: ErrorBody, 404: ErrorBody}),
+    Route("put", _JOB + "/windows", "Keep the commit windows and suspects that a bisect job's "
+                                    "submitter computed from a history of its own (the "
+                                    f"header {CANCEL_HEADER} holds the job's cancel_token)",
+          request="GivenWindows", headers={CANCEL_HEADER: "the job's cancel token"},
+          responses={200: JobView, 400: ErrorBody, 403: ErrorBody, 404: ErrorBody}),
     Route("get", _JOB + "/report.md", "The job's report, ready to paste into a TVM issue",
           responses={404: ErrorBody}, text="text/markdown"),
     Route("get", "/api/v1/environments", "Pinned environments and the workers serving them",

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
+from tvmrepro.api.pages import PageAsked
 from tvmrepro.api.views import JobView
 from tvmrepro.jobs.kinds import KINDS
 from tvmrepro.store import JobStamp
@@ -49,23 +50,23 @@ def shown(view: JobView) -> Shown:
 class JobWaits:
     """The long-polls of one API process: how many may wait at once, and the wait itself."""
 
-    def __init__(self, view_of: Callable[[str], JobView | None],
+    def __init__(self, view_of: Callable[[str, PageAsked | None], JobView | None],
                  stamp_of: Callable[[str], JobStamp], threads: int) -> None:
         self.view_of, self.stamp_of = view_of, stamp_of
         self.slots = threading.BoundedSemaphore(max(1, threads // 2))
 
-    def _shown(self, job_id: str) -> Shown | None:
-        view = self.view_of(job_id)
+    def _shown(self, job_id: str, page: PageAsked | None = None) -> Shown | None:
+        view = self.view_of(job_id, page)
         return shown(view) if view is not None else None
 
     def view_after(self, job_id: str, seen: str | None, wait_s: float,
-                   every_s: float = 0.0) -> Shown | None:
+                   every_s: float = 0.0, page: PageAsked | None = None) -> Shown | None:
         """The job's view once its ETag is not `seen` (a change before `every_s` seconds is
         answered then, unless all its runs ended), or at the end of `wait_s` seconds (at once:
         no `seen`, no wait, a finished job, a triage or sweep, or no thread free to wait); None
         when there is no such job."""
         stamp = self.stamp_of(job_id) if seen and wait_s > 0 else None
-        now = self._shown(job_id)
+        now = self._shown(job_id, page)  # a page of a triage's or sweep's parts
         if (now is None or stamp is None or now.etag != seen or now.view.status.finished
                 or KINDS[now.view.kind].parts
                 or not self.slots.acquire(blocking=False)):

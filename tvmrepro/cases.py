@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+import io
 import json
 import re
+import tokenize
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -234,6 +236,43 @@ def parse_case(data: Any) -> Case:
         raise bad_input(exc, "case") from exc
 
 
+# File stems that name no report in particular (many reports are saved as one of them, one
+# after another): such a script's title is its first comment or docstring line.
+GENERIC_STEMS = frozenset({"a", "bug", "case", "demo", "example", "issue", "main", "original",
+                           "repro", "reproduce", "reproducer", "report", "run", "sample",
+                           "script", "t", "temp", "test", "tmp", "untitled", "x"})
+_DIRECTIVES = ("#!", "# -*-", "# coding", "# vim:", "# type:", "# noqa", "# pylint", "# fmt:")
+
+
+def _first_comment(text: str) -> str | None:
+    """The first comment before the script's first statement that is not a tool's directive."""
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT:
+                if not token.string.lower().startswith(_DIRECTIVES) and token.string.strip("# "):
+                    return token.string.lstrip("#").strip()
+            elif token.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.ENCODING):
+                return None
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return None
+
+
+def script_title(path: Path, text: str) -> str:
+    """A script's title: its file name; for a generic name (repro.py, script_2.py) the script's
+    first comment or docstring line, else the name with its folder (export-mm-default/report.py)."""
+    generic = re.fullmatch(r"(?P<stem>[a-z]+)[_\- ]?\d{0,2}", path.stem.lower())  # not an issue number
+    if generic is None or generic["stem"] not in GENERIC_STEMS:
+        return path.name
+    try:
+        docstring = ast.get_docstring(ast.parse(text))
+    except (SyntaxError, ValueError):
+        docstring = None
+    described = _first_comment(text) or docstring or ""
+    line = next((line.strip() for line in described.splitlines() if line.strip()), "")
+    return line[:120] or (f"{path.parent.name}/{path.name}" if path.parent.name else path.name)
+
+
 def load_case_file(path: Path) -> Case:
     """Read a case: a .json file is a case, a .py file is a script-mode case."""
     try:
@@ -241,7 +280,7 @@ def load_case_file(path: Path) -> Case:
     except OSError as exc:
         raise BadInput(str(path), f"cannot read: {exc.strerror}") from exc
     if path.suffix == ".py":
-        return parse_case({"title": path.name, "script": text})
+        return parse_case({"title": script_title(path, text), "script": text})
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -36,6 +36,9 @@ MAIN = "main"
 # The commit index the project ships (tvmrepro/data/README.md), used when no history is named:
 # a clone anywhere, or an installed package, has windows and suspects without a setting.
 SHIPPED = Path(__file__).resolve().parent / "data"
+# Where `tvmrepro history update` writes the index it makes from a clone, in the home: from then
+# on it is the default in place of the shipped one (tvmrepro/jobs/bisect/history_index.py).
+HOME_INDEX = Path("history") / "apache-tvm-commits.jsonl.gz"
 INDEX_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz")
 _PR = re.compile(r"\(#(\d+)\)\s*$")
 _HUNK = re.compile(r"^@@ [^@]* @@ ?(.*)$")
@@ -159,6 +162,9 @@ class History(Protocol):
         """Commits reachable from `include` and not from `exclude`, newest first (without
         their files, functions and identifiers when not `changes`)."""
 
+    def newest(self) -> str | None:
+        """The date of its newest commit (how fresh it is), or None when it has none."""
+
 
 def newest_first(commits: Iterable[Commit]) -> list[Commit]:
     """Commits by committer date, newest first (then by sha: one order for every source)."""
@@ -239,6 +245,11 @@ class IndexHistory:
         """The tip of main."""
         return self.commits.get(self._main_tip) if self._main_tip else None
 
+    def newest(self) -> str | None:
+        """The newest commit date of the index (any branch)."""
+        dates = [c.date for c in self.commits.values() if c.date]
+        return max(dates, key=_when) if dates else None
+
     def between(self, include: str, exclude: str | None, changes: bool = True) -> list[Commit]:
         """The graph walk, newest first."""
         found = self._reachable(include) - (self._reachable(exclude) if exclude else set())
@@ -286,7 +297,7 @@ def _main_tip(commits: dict[str, Commit]) -> str | None:
 
 # A git repository -------------------------------------------------------------------------
 
-_FORMAT = "%x00%H%x1f%P%x1f%cI%x1f%s"
+LOG_FORMAT = "%x00%H%x1f%P%x1f%cI%x1f%s"
 
 
 class GitHistory:
@@ -318,21 +329,26 @@ class GitHistory:
         for ref in (MAIN, f"origin/{MAIN}", "HEAD"):
             sha = self.resolve(ref)
             if sha:
-                out = self._git("log", "-1", f"--format={_FORMAT}", sha) or ""
-                return _parse_entry(out.split("\x00")[1])
+                out = self._git("log", "-1", f"--format={LOG_FORMAT}", sha) or ""
+                return parse_entry(out.split("\x00")[1])
         return None
+
+    def newest(self) -> str | None:
+        """The newest committer date of any branch of the repository."""
+        out = self._git("log", "-1", "--format=%cI", "--branches", "--remotes", check=False)
+        return (out or "").strip() or None
 
     def between(self, include: str, exclude: str | None, changes: bool = True) -> list[Commit]:
         """`git log -p -U0 --numstat include ^exclude`, newest first."""
         patch = ["-p", "-U0", "--numstat", "--no-color", "--no-ext-diff"] if changes else []
-        args = ["log", *patch, f"--format={_FORMAT}", include]
+        args = ["log", *patch, f"--format={LOG_FORMAT}", include]
         if exclude:
             args.append(f"^{exclude}")
         out = self._git(*args) or ""
-        return newest_first(_parse_entry(entry) for entry in out.split("\x00")[1:])
+        return newest_first(parse_entry(entry) for entry in out.split("\x00")[1:])
 
 
-def _parse_entry(entry: str) -> Commit:
+def parse_entry(entry: str) -> Commit:
     """One commit of `git log --format=... --numstat -p` output."""
     header, _, body = entry.partition("\n")
     sha, parents, date, subject = header.split("\x1f", 3)
@@ -358,9 +374,12 @@ def _parse_entry(entry: str) -> Commit:
 
 def open_history(spec: str | Path | None, home: Path | None = None) -> History | None:
     """The history a setting or flag names: an index file, a folder holding one, a git
-    repository, or a URL cloned once into `home`; the shipped index when none is
-    named. BadInput names `history` when the one named cannot be read."""
+    repository, or a URL cloned once into `home`; when none is named, the index that
+    `tvmrepro history update` wrote into `home`, else the shipped one. BadInput names `history`
+    when the one named cannot be read."""
     if spec is None or str(spec) == "":
+        if home is not None and (home / HOME_INDEX).is_file():
+            return IndexHistory(home / HOME_INDEX)
         return _index_in(SHIPPED) if SHIPPED.is_dir() else None
     text = str(spec)
     if "://" in text or text.startswith("git@"):
@@ -378,6 +397,16 @@ def open_history(spec: str | Path | None, home: Path | None = None) -> History |
     if found is None:
         raise BadInput("history", f"{path} holds neither a commit index nor a git repository")
     return found
+
+
+def history_source(spec: str | Path | None, home: Path | None = None) -> str:
+    """Where the history of `spec` (a flag's or setting's, None: the default) comes from, in
+    words."""
+    if spec is not None and str(spec) != "":
+        return "named"
+    if home is not None and (home / HOME_INDEX).is_file():
+        return "made by `tvmrepro history update`"
+    return "the shipped commit index"
 
 
 def _index_in(folder: Path) -> IndexHistory | None:

@@ -77,7 +77,13 @@ class Result(BaseModel):
     reproducer: str | None = None
     passes: list[PassRecord] = Field(default_factory=list)
     outputs: Any = None
-    reference_outputs: Any = None  # what the case's NumPy reference computed, summarized
+    # What the reference computed on the same inputs, summarized: the case's NumPy expression,
+    # or (script mode) the framework of a model imported with TVM's frontends, which
+    # `reference_kind` names ("onnxruntime 1.31.1", "torch 2.13.0+cpu eager"; None: NumPy).
+    reference_outputs: Any = None
+    reference_kind: str | None = None
+    reference_note: str | None = None  # how it was run, where not as given (a lowered IR version)
+    reference_error: str | None = None  # why the framework gave no reference_outputs
     tvm: dict[str, Any] | None = None
     # The frontend packages the run had (torch, onnx, onnxruntime: their pins), where the case
     # imports them and so ran in its environment's frontend flavour; None for a plain run.

@@ -14,6 +14,7 @@ secret sources) cost more at startup than this reader does.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,25 @@ MAX_CASE_BYTES = 1 << 20
 # to 4 of padding a file), each file's name (JSON-escaped) and punctuation within 1 KiB.
 MAX_REQUEST_BYTES = MAX_CASE_BYTES + 4 * -(-MAX_FILES_BYTES // 3) + MAX_FILES * (4 + 1024)
 MAX_QUEUED_RUNS = 500
+# What one request may ask of a shared service: reports in a triage, stored cases in a sweep
+# (a store holding more is swept in parts: a sweep's `offset`).
+MAX_TRIAGE_REPORTS = 200
+MAX_SWEEP_CASES = 200
+# An issue's number (GitHub's largest trackers are near 250,000): a known issue's key.
+MAX_ISSUE_NUMBER = 10_000_000
+# One submitter's share of the service (docs/api.md, "Submitters and budgets"): waiting runs
+# per environment (half a queue, so that one client cannot fill it alone, and a whole triage
+# of MAX_TRIAGE_REPORTS fits), and bytes stored in SUBMITTER_WINDOW_S (about six requests of
+# MAX_REQUEST_BYTES a day).
+MAX_SUBMITTER_RUNS = MAX_QUEUED_RUNS // 2
+MAX_SUBMITTER_BYTES = 256 << 20
+SUBMITTER_WINDOW_S = 86400.0
+# The reports (of a triage) or stored cases (of a sweep) that one read of a job shows.
+DEFAULT_PARTS_PAGE = 50
+MAX_PARTS_PAGE = 500
+# Where the issues that triage names live: a known issue links only there.
+DEFAULT_TRACKER_URL = "https://github.com/apache/tvm"
+MIN_TOKEN_CHARS = 16
 MAX_DELIVERIES = 3
 # Characters of IR that one job's runs may store in all (each run's own is capped too:
 # worker/runner.py); past it a run's IR is not stored, and a marker says so (tvmrepro.jobs.stored_ir).
@@ -84,6 +104,8 @@ ENV_PREFIX = "TVMREPRO_"
 # is a CUDA build of several GB).
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
+# Settings whose value an error never shows.
+_SECRETS = ("maintainer_token",)
 # How a value that does not parse is described (pydantic's error type -> words).
 _PROBLEMS = {"int_parsing": "not an integer", "int_from_float": "not an integer",
              "float_parsing": "not a number", "bool_parsing": "not a boolean"}
@@ -120,6 +142,17 @@ class Settings(BaseModel):
     log_cap_bytes: int = Field(default=LOG_CAP_BYTES, gt=0)
     max_request_bytes: int = Field(default=MAX_REQUEST_BYTES, gt=0)
     max_queued_runs: int = Field(default=MAX_QUEUED_RUNS, ge=0)
+    max_triage_reports: int = Field(default=MAX_TRIAGE_REPORTS, gt=0)
+    max_sweep_cases: int = Field(default=MAX_SWEEP_CASES, gt=0)
+    max_submitter_runs: int = Field(default=MAX_SUBMITTER_RUNS, ge=0)
+    max_submitter_bytes: int = Field(default=MAX_SUBMITTER_BYTES, ge=0)
+    # The header a reverse proxy in front of the API sets to the client's address (e.g.
+    # X-Real-IP); unset, a submitter is the connection's own address.
+    client_header: str = ""
+    # The token (TVMREPRO_MAINTAINER_TOKEN) whose bearer's triages keep the service's known
+    # issues (`Authorization: Bearer ...`); unset, no triage of the service keeps them.
+    maintainer_token: str | None = Field(default=None, min_length=MIN_TOKEN_CHARS, repr=False)
+    tracker_url: str = DEFAULT_TRACKER_URL
     max_deliveries: int = Field(default=MAX_DELIVERIES, gt=0)
     job_ir_cap: int = Field(default=JOB_IR_CAP, ge=0)
     sandbox_pids: int = Field(default=SANDBOX_PIDS, gt=0)
@@ -147,6 +180,14 @@ class Settings(BaseModel):
     # The local runtime gives each run a cgroup of its own (memory, CPU share, processes) where
     # it can (worker/runtimes/cgroup.py); 0 turns that off.
     run_cgroups: bool = True
+
+    @field_validator("tracker_url")
+    @classmethod
+    def _tracker(cls, value: str) -> str:
+        if not re.fullmatch(r"https?://[\w.-]+(:\d+)?(/[\w.~-]+)*/?", value):
+            raise ValueError("not an http(s) address of a tracker, such as "
+                             f"{DEFAULT_TRACKER_URL}")
+        return value.rstrip("/")
 
     @field_validator("home", "wheelhouse", "package_cache")
     @classmethod
@@ -222,4 +263,6 @@ def _bad_variable(exc: ValidationError) -> BadInput:
     field = next((name for name in Settings.model_fields if variable_name(name) == located
                   or name == located.lower().removeprefix(ENV_PREFIX.lower())), located)
     problem = _PROBLEMS.get(error["type"], str(error["msg"]).lower())
+    if field in _SECRETS:  # an error message must not carry the secret
+        return BadInput(variable_name(field), problem)
     return BadInput(variable_name(field), f"{problem}: {error.get('input')!r}")

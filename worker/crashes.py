@@ -13,22 +13,28 @@ from __future__ import annotations
 import re
 
 from images.harness.signature import strip_nested
+from tvmrepro.jobs.bounded import TooSlow, bounded, within
 
-_BANNER = re.compile(r"^!!!!!!! .*(?:Segfault|encountered).* !!!!!!!\s*$", re.MULTILINE)
-_FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line \d+, in (?P<function>.+?)\s*$')
+_BANNER = bounded(r"^!!!!!!! .*(?:Segfault|encountered).* !!!!!!!\s*$", re.MULTILINE)
+_FRAME = bounded(r'^\s*File "(?P<file>[^"]*)", line \d+, in (?P<function>.+?)\s*$')
 # Frames that run the crash's report or start a thread, not the code that crashed.
-_NOT_THE_CRASH = re.compile(r"^(?:std::|__|_start\b)|Backtrace|SignalHandler|SegFault", re.I)
+_NOT_THE_CRASH = bounded(r"^(?:std::|__|_start\b)|Backtrace|SignalHandler|SegFault", re.I)
 TOP_FRAMES = 5
+_WITH = bounded(r"\s*\[with .*\]$")
+_CONST = bounded(r"\s+const$")
+# What reading a crash's log may take (tvmrepro.jobs.bounded): a log made to make these
+# patterns backtrack costs the crash its frames, never the worker its slot.
+CRASH_BUDGET_S = 1.0
 
 
 def native_name(function: str) -> str | None:
     """'tvm::ffi::ToJSONGraph(tvm::ffi::Any const&, ...)' -> 'ToJSONGraph'; None for what is
     not a C++ function of TVM's (an address, a C function, the standard library)."""
-    text = re.sub(r"\s*\[with .*\]$", "", function.strip())
+    text = _WITH.sub("", function.strip())
     if "::" not in text or _NOT_THE_CRASH.search(text):
         return None
     text = strip_nested(strip_nested(text, "<", ">"), "(", ")", keep="operator")
-    text = re.sub(r"\s+const$", "", text)
+    text = _CONST.sub("", text)
     parts = [p for p in text.split(" ")[-1].split("::") if p and not p.startswith("{")]
     while len(parts) > 1 and parts[0][:1].islower():
         parts.pop(0)  # namespaces (tvm, ffi, tirx, runtime::vm) move between releases
@@ -37,7 +43,16 @@ def native_name(function: str) -> str | None:
 
 def crash_frames(stderr: str) -> list[str]:
     """The crash's innermost native TVM frames (innermost first, at most TOP_FRAMES), from the
-    last backtrace its log holds; [] when it holds none (the crash was in generated code)."""
+    last backtrace its log holds; [] when it holds none (the crash was in generated code) or
+    when reading it takes longer than CRASH_BUDGET_S."""
+    try:
+        with within(CRASH_BUDGET_S):
+            return _frames(stderr)
+    except TooSlow:
+        return []
+
+
+def _frames(stderr: str) -> list[str]:
     banners = list(_BANNER.finditer(stderr))
     if not banners:
         return []

@@ -70,6 +70,9 @@ class Outcome(TypedDict, total=False):
     signal: str | None
     outputs: object
     reference_outputs: object
+    reference_kind: str | None
+    reference_note: str | None
+    reference_error: str | None
     native_frames: list[str] | None
     environment_defect: str | None
 
@@ -230,7 +233,10 @@ def _claimed_fields(event: Event) -> Outcome:
             "signature_message": _text_or_none(event.get("signature_message")),
             "pass_path": _pass_path(event.get("pass_path")),
             "outputs": _outputs_or_none(event.get("outputs")),
-            "reference_outputs": _outputs_or_none(event.get("reference_outputs"))}
+            "reference_outputs": _outputs_or_none(event.get("reference_outputs")),
+            "reference_kind": _text_or_none(event.get("reference_kind"), SHORT_TEXT_CAP),
+            "reference_note": _text_or_none(event.get("reference_note")),
+            "reference_error": _text_or_none(event.get("reference_error"))}
 
 
 def _pass_records(events: list[Event]) -> list[PassRecord]:

@@ -23,7 +23,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from cli.client import WARM_POLL_S, ApiClient, resumable
+from cli.client import WARM_POLL_S, ApiClient, ServiceError, resumable
+from cli.commands.history import history_said
 from cli.discovery import connect, on_warm_up
 from cli.local import fingerprints_announced
 from cli.output import (
@@ -37,9 +38,10 @@ from cli.output import (
 )
 from tvmrepro.attachments import WITH_CONTENTS, attach, read_files
 from tvmrepro.cases import Case, load_case_file
+from tvmrepro.choice import FLAG_WHY
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
-from tvmrepro.history import History, open_history
+from tvmrepro.history import History, history_source, open_history
 from tvmrepro.jobs.bisect.logic import (
     ALL,
     STRATEGIES,
@@ -175,8 +177,27 @@ def annotate_remote(client: ApiClient, job_id: str, found: Bisection, case: Case
             result["log_text"] = f"{log.stdout}\n{log.stderr}"
         return result
 
-    return found.model_validate(annotate(found.model_dump(mode="json"), result_of,
-                                         _case_json(case), history))
+    annotated = found.model_validate(annotate(found.model_dump(mode="json"), result_of,
+                                              _case_json(case), history))
+    keep_windows(client, job_id, annotated)
+    return annotated
+
+
+def keep_windows(client: ApiClient, job_id: str, found: Bisection) -> None:
+    """Keep the windows and suspects computed here with the job, so that its page and its
+    report show what this command shows; a service that does not take them is said, and the
+    answer stands."""
+    if not any(change.window for change in found.transitions):
+        return
+    try:
+        kept = client.give_windows(job_id, found)
+    except (ServiceError, BadInput) as exc:
+        kept, why = None, str(exc)
+    else:
+        why = "no cancel token of it is kept here (it was submitted elsewhere)"
+    if kept is None:
+        error_console().print(f"the windows and suspects are not kept with job {job_id}: "
+                              f"{why}", highlight=False)
 
 
 def _reserve(runtime: Runtime, case: Case, envs: list[Environment], repeat: int) -> None:
@@ -323,6 +344,9 @@ def bisect(case_file: Path, variant: str | None, env_ids: tuple[str, ...], devic
     """Which releases show the bug, and where it changed (every transition)."""
     case = attach(load_case_file(case_file), read_files(file_paths))
     envs = _environments(env_ids, device)
+    why = FLAG_WHY if env_ids else f"bisect's range: every {device} release, in version order"
+    error_console().print(f"bisecting over {len(envs)} releases, {envs[0].id} to "
+                          f"{envs[-1].id} ({why})", highlight=False)
     if reference is not None:
         default_catalog().get(reference, "--reference")
     options = make_options(case, envs, variant, oracle, reference, repeat, strategy,
@@ -342,7 +366,25 @@ def bisect(case_file: Path, variant: str | None, env_ids: tuple[str, ...], devic
             named = known()
             if named is not None and found is not None:
                 found = annotate_remote(connect(server), job_id, found, case, named)
+    said = history_used(found, known if local or history else None, history)
+    if said:
+        error_console().print(said, highlight=False)
     show_bisect(found, case.title or case_file.name, as_json)
+
+
+def history_used(found: Bisection | None, known: HistoryGetter | None,
+                 flag: str | None) -> str | None:
+    """Which history the windows came from and how fresh it is, in words (None: the service's,
+    and no window says which)."""
+    span = next((t.window for t in found.transitions if t.window), None) if found else None
+    if span is not None:
+        return f"history: {span.history}, newest commit {span.history_newest or 'unknown'}"
+    if known is None:
+        return None
+    settings = Settings.from_env()
+    source = ("--history" if flag else "TVMREPRO_TVM_HISTORY" if settings.tvm_history
+              else history_source(None, settings.home))
+    return history_said(known(), source)
 
 
 def window_lines(change: BisectTransition, top: int = 3) -> list[str]:

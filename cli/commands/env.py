@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from cli.commands.history import default_history, history_said
 from cli.output import print_json, reports_errors
 from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
@@ -37,8 +38,12 @@ def env_list(as_json: bool) -> None:
                      and read_fingerprint(settings, flavour) is not None,
                      "commit": (fingerprint or {}).get("commit"),
                      "health": (fingerprint or {}).get("health")})
+    known, source = default_history(settings)
+    said = history_said(known, source)
     if as_json:
-        print_json({"environments": rows})
+        print_json({"environments": rows, "history": {
+            "name": known.name if known else None, "source": source,
+            "newest": known.newest() if known else None}})
         return
     for row in rows:
         mark = "provisioned" if row["provisioned"] else "-"
@@ -47,6 +52,7 @@ def env_list(as_json: bool) -> None:
         failing = "; ".join(f"broken at {stage}: {error}" for stage, error in broken(health))
         click.echo(f"{row['id']:<28} {row['device']:<5} {mark:<24} {row['commit'] or ''} "
                    f"{failing}".rstrip())
+    click.echo(said)
 
 
 @env.command("provision")

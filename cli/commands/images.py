@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -10,6 +11,9 @@ from cli.output import reports_errors
 from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.settings import Settings
+
+if TYPE_CHECKING:
+    from worker.environments.images import Built
 
 
 @click.group()
@@ -27,11 +31,14 @@ def images() -> None:
 @click.option("--base-image", default=None, help="Base image instead of the pinned official one.")
 @click.option("--service", is_flag=True, help="Also build the service's own image.")
 @click.option("--rebuild", is_flag=True, help="Build even the images that are current.")
+@click.option("--frontends", is_flag=True,
+              help="Also each one's frontend image (torch, onnx, onnxruntime on top: tag + -frontends).")
 @reports_errors
 def images_build(env_ids: tuple[str, ...], everything: bool, device: str | None,
                  wheelhouse: Path | None, base_image: str | None, service: bool,
-                 rebuild: bool) -> None:
+                 rebuild: bool, frontends: bool) -> None:
     """Build the environments' images, tagged as images/environments.toml says."""
+    from worker.environments.frontend_images import build_frontend_image, frontend_sources
     from worker.environments.images import build_environment_image, build_service_image
     from worker.runtimes.docker import connect
 
@@ -40,18 +47,31 @@ def images_build(env_ids: tuple[str, ...], everything: bool, device: str | None,
     settings = Settings.from_env()
     wheelhouse = wheelhouse or settings.wheelhouse
     targets = default_catalog().select(list(env_ids), device) if env_ids or everything else []
+    for environment in targets if frontends else []:  # refused before anything is built
+        frontend_sources(settings, environment.with_frontends(), wheelhouse)
     client = connect(settings)
     for environment in targets:
         click.echo(f"building {environment.image} ({environment.id}) ...", err=True)
         built = build_environment_image(client, settings, environment, wheelhouse, base_image,
                                         log=lambda line: click.echo(line, err=True),
                                         rebuild=rebuild)
-        how = f"built in {built.seconds:.1f} s" if built.built else "current (--rebuild to build)"
-        click.echo(f"{built.tag}: {built.image_id[:19]} {how}", err=True)
+        click.echo(_built_line(built), err=True)
+        if frontends:
+            flavour = environment.with_frontends()
+            click.echo(f"building {flavour.image} ({flavour.key}) ...", err=True)
+            built = build_frontend_image(client, settings, environment, wheelhouse, base_image,
+                                         log=lambda line: click.echo(line, err=True),
+                                         rebuild=rebuild)
+            click.echo(_built_line(built), err=True)
     if service:
         built = build_service_image(client, settings, wheelhouse, base_image,
                                     log=lambda line: click.echo(line, err=True))
         click.echo(f"{built.tag}: {built.image_id[:19]} in {built.seconds:.1f} s", err=True)
+
+
+def _built_line(built: Built) -> str:
+    how = f"built in {built.seconds:.1f} s" if built.built else "current (--rebuild to build)"
+    return f"{built.tag}: {built.image_id[:19]} {how}"
 
 
 @images.command("wheels")
@@ -62,10 +82,14 @@ def images_build(env_ids: tuple[str, ...], everything: bool, device: str | None,
               help="With --all: only this device's environments.")
 @click.option("--python-version", default=None, help="The images' Python (default: the pinned one).")
 @click.option("--service", is_flag=True, help="Also the service image's dependencies.")
+@click.option("--frontends", is_flag=True,
+              help="Also the frontend packages' (torch from TVMREPRO_TORCH_SOURCE).")
 @reports_errors
 def images_wheels(wheelhouse: Path, env_ids: tuple[str, ...], everything: bool,
-                  device: str | None, python_version: str | None, service: bool) -> None:
+                  device: str | None, python_version: str | None, service: bool,
+                  frontends: bool) -> None:
     """Download the pinned wheels into WHEELHOUSE, for offline image builds."""
+    from worker.environments.frontend_images import fill_frontend_wheels
     from worker.environments.images import download_wheels, fill_wheelhouse, service_requirements
 
     if not env_ids and not everything and not service:
@@ -73,6 +97,8 @@ def images_wheels(wheelhouse: Path, env_ids: tuple[str, ...], everything: bool,
     catalog = default_catalog()
     targets = catalog.select(list(env_ids), device) if env_ids or everything else []
     fill_wheelhouse(targets, wheelhouse, python_version)
+    if frontends:
+        fill_frontend_wheels(Settings.from_env(), targets, wheelhouse, python_version)
     if service:
         python = python_version or catalog.environments[0].python
         download_wheels(service_requirements(), wheelhouse, python, deps=True)

@@ -53,14 +53,19 @@ def jobs_command(limit: int, as_json: bool, server: str | None) -> None:
 @click.command("log")
 @click.argument("job_id")
 @click.argument("run")
+@click.option("--stream", type=click.Choice(["both", "stdout", "stderr"]), default="both",
+              help="What the run wrote to stdout, to stderr, or both (stdout first).")
 @server_option
 @reports_errors
-def log_command(job_id: str, run: str, server: str | None) -> None:
-    """What a run printed (RUN: VARIANT@ENVIRONMENT)."""
+def log_command(job_id: str, run: str, stream: str, server: str | None) -> None:
+    """What a run printed (RUN: VARIANT@ENVIRONMENT), on stdout: the log is this command's
+    output, a crashed run's traceback too; stderr carries only the command's own messages."""
     client = connect(server)
     log = client.log(job_id, run_id_of(client.job(job_id), run, "RUN"))
-    click.echo(visible(log.stdout), nl=False)
-    click.echo(visible(log.stderr), nl=False, err=True)
+    out = log.stdout if stream != "stderr" else ""
+    if stream != "stdout" and log.stderr:
+        out += ("" if not out or out.endswith("\n") else "\n") + log.stderr
+    click.echo(visible(out), nl=False)
 
 
 @click.command("ir")
@@ -124,10 +129,12 @@ def report_command(job_id: str, markdown: bool, server: str | None) -> None:
     from rich.console import Console
     from rich.markdown import Markdown
 
+    from cli.commands.tracker import whole_view
     from tvmrepro.jobs.report import render_report
 
     # The report escapes what runs wrote; a terminal also gets no control character from it.
-    text = visible(render_report(connect(server).job(job_id)))
+    client = connect(server)
+    text = visible(render_report(whole_view(client, client.job(job_id))))
     if markdown:
         click.echo(text)
     else:

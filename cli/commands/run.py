@@ -21,6 +21,7 @@ from tvmrepro.api.requests import RunRequest
 from tvmrepro.api.views import JobView, RunView
 from tvmrepro.attachments import WITH_CONTENTS, attach, read_files
 from tvmrepro.cases import Case, load_case_file
+from tvmrepro.choice import FLAG_WHY, Choice, default_choice, over_fields, over_text
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.jobs.fanout import fan_out, select_variants
 from tvmrepro.lifecycle import JobStatus, RunState
@@ -32,11 +33,12 @@ FILE_HELP = ("A file the case reads from its working directory (a model, pickled
              "written there read-only under its name (repeatable).")
 
 
-def _selected_envs(env_ids: tuple[str, ...]) -> list[Environment]:
+def _selected_envs(env_ids: tuple[str, ...]) -> Choice:
+    """--env's environments, else the default set (the same as the service's)."""
     catalog = default_catalog()
     if env_ids:
-        return [catalog.get(i, "--env") for i in env_ids]
-    return catalog.select(None, device="cpu")
+        return Choice([catalog.get(i, "--env") for i in env_ids], FLAG_WHY)
+    return default_choice(catalog)
 
 
 def _variants(case: Case, names: tuple[str, ...]) -> list[str]:
@@ -95,14 +97,16 @@ def run_command(case_file: Path, env_ids: tuple[str, ...], variant_names: tuple[
     case = attach(load_case_file(case_file), read_files(file_paths))
     if title is not None:
         case = case.model_copy(update={"title": title})
-    envs = _selected_envs(env_ids)
+    chosen = _selected_envs(env_ids)
+    envs = chosen.environments
     variants = _variants(case, variant_names)
     if not local:
-        # No --env: every environment that a live worker of the service serves.
+        # No --env: the service's default set (of it, those a live worker serves).
         run_remotely(case, envs if env_ids else None, variants, server, as_json, not no_wait,
                      bypass_cache, queue)
         return
     runs = run_locally(case, envs, variants, runtime_name, cold)
+    over = over_fields(chosen.ids, chosen.why)
     try:
         duplicates = known_here(runs, case.title, Settings.from_env())
     except Exception as exc:  # the runs are the answer: a store that cannot be read loses none
@@ -110,11 +114,12 @@ def run_command(case_file: Path, env_ids: tuple[str, ...], variant_names: tuple[
                               highlight=False)
         duplicates = []
     if as_json:
-        print_json({"runs": runs} | ({"likely_duplicates": [issue.model_dump(mode="json")
-                                                            for issue in duplicates]}
-                                     if duplicates else {}))
+        print_json({"runs": runs, "environments": chosen.ids, **over}
+                   | ({"likely_duplicates": [issue.model_dump(mode="json")
+                                             for issue in duplicates]} if duplicates else {}))
     else:
-        print_runs(runs, title=case.title or case_file.name)
+        print_runs(runs, title=case.title or case_file.name,
+                   caption=over_text(chosen.ids, chosen.why, over["not_probed"]))
         print_duplicates(duplicates)
 
 
@@ -151,7 +156,9 @@ def finish_run(client: ApiClient, job: JobView, as_json: bool) -> None:
         job = follow(client, job, error_console())
         runs = client.results(job) if as_json else []
     if as_json:
-        print_json({"runs": runs, "job": job.model_dump(mode="json")})
+        print_json({"runs": runs, "environments": job.environments,
+                    "environments_why": job.environments_why, "not_probed": job.not_probed,
+                    "job": job.model_dump(mode="json")})
         return
     Console(width=max(Console().width, 120)).print(matrix_view(job))
     print_duplicates(job.likely_duplicates)
@@ -159,11 +166,14 @@ def finish_run(client: ApiClient, job: JobView, as_json: bool) -> None:
 
 def run_job(case: Case, envs: list[Environment] | None, variants: list[str],
             bypass_cache: bool, queue: bool = False) -> RunRequest:
-    """POST /jobs's request for a run job (no environments: every served one)."""
-    return RunRequest(case=case.model_dump(mode="json", exclude_defaults=True,
-                                           context=WITH_CONTENTS),
-                      environments=[env.id for env in envs] if envs else "all",
-                      variants=variants, bypass_cache=bypass_cache, wait=queue)
+    """POST /jobs's request for a run job (no environments: left out, the service's default
+    set)."""
+    request = RunRequest(case=case.model_dump(mode="json", exclude_defaults=True,
+                                              context=WITH_CONTENTS),
+                         variants=variants, bypass_cache=bypass_cache, wait=queue)
+    if not envs:
+        return request  # sent without them (the client sends the fields it set)
+    return request.model_copy(update={"environments": [env.id for env in envs]})
 
 
 def run_remotely(case: Case, envs: list[Environment] | None, variants: list[str],

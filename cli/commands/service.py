@@ -12,26 +12,39 @@ import click
 
 from cli.discovery import announced, local_url, provisioned_cpu
 from cli.output import reports_errors
+from tvmrepro.choice import DEFAULT_WHY, FLAG_WHY
+from tvmrepro.choice import default_environments as default_set
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.settings import Settings
 
-ALSO_PROVISIONED_HELP = ("With --env: also every CPU environment provisioned on this home, now "
-                         "or while it runs (`tvmrepro env provision`); without --env that is the "
-                         "default. The local runtime only.")
+ALSO_PROVISIONED_HELP = ("Also every CPU environment provisioned on this home, now or while it "
+                         "runs (`tvmrepro env provision`), beside --env's or the default set. "
+                         "The local runtime only.")
 PR_SET_PDEATHSIG = 1
 WORKER_STOP_S = 20.0
 
 
-def default_environments(settings: Settings) -> list[Environment]:
-    """One CPU environment per minor release, plus any other CPU one already provisioned here.
+def default_environments(settings: Settings, also_provisioned: bool = False) -> list[Environment]:
+    """The default set (one CPU environment per minor release, tvmrepro.choice), plus, when
+    asked, every other CPU one already provisioned here: provisioning more never changes what a
+    worker serves unless --also-provisioned says so.
 
     Those not yet provisioned are made when the worker starts (a few seconds each with a
     warm package cache, a ~100 MB download each without).
     """
     catalog = default_catalog()
-    chosen = {env.id for env in catalog.spanning("cpu")}
-    chosen |= {env.id for env in provisioned_cpu(settings)}
+    chosen = {env.id for env in default_set(catalog)}
+    if also_provisioned:
+        chosen |= {env.id for env in provisioned_cpu(settings)}
     return [env for env in catalog.environments if env.id in chosen]
+
+
+def serving_line(envs: list[Environment], named: bool, follow: bool) -> str:
+    """What a worker serves and why, in words."""
+    why = FLAG_WHY if named else DEFAULT_WHY
+    later = (", and every CPU environment provisioned here, now or later (--also-provisioned)"
+             if follow else "")
+    return f"{', '.join(e.id for e in envs)} ({why}{later})"
 
 
 def _die_with_parent() -> None:
@@ -117,9 +130,11 @@ def worker_command(env_ids: tuple[str, ...], concurrency: int | None, loglevel: 
     from worker.process import run_worker
 
     settings = _service_settings()
-    envs = [default_catalog().get(i, "--env") for i in env_ids] or default_environments(settings)
+    envs = ([default_catalog().get(i, "--env") for i in env_ids]
+            or default_environments(settings, also_provisioned))
+    click.echo(f"worker for {serving_line(envs, bool(env_ids), also_provisioned)}", err=True)
     run_worker(settings, envs, concurrency or worker_concurrency(settings), loglevel,
-               follow_provisioned=also_provisioned or not env_ids, frontends=frontends)
+               follow_provisioned=also_provisioned, frontends=frontends)
 
 
 @click.command("up")
@@ -127,16 +142,16 @@ def worker_command(env_ids: tuple[str, ...], concurrency: int | None, loglevel: 
 @click.option("--host", default=None, help="Address to bind (default $TVMREPRO_HOST, else 127.0.0.1).")
 @click.option("--env", "env_ids", multiple=True,
               help="Environments for the worker (default: the newest CPU release of each minor "
-                   "version, plus the CPU ones provisioned here, now or later).")
+                   "version; --also-provisioned adds the CPU ones provisioned here).")
 @click.option("--also-provisioned", is_flag=True, help=ALSO_PROVISIONED_HELP)
 @reports_errors
 def up_command(port: int | None, host: str | None, env_ids: tuple[str, ...],
                also_provisioned: bool) -> None:
     """The API and a worker in one command (no Redis needed: embedded broker and SQLite)."""
     settings = _service_settings()
-    envs = [default_catalog().get(i, "--env") for i in env_ids] or default_environments(settings)
-    follow = (also_provisioned or not env_ids) and settings.runtime == "local"
-    later = ", and every CPU environment provisioned here later" if follow else ""
+    envs = ([default_catalog().get(i, "--env") for i in env_ids]
+            or default_environments(settings, also_provisioned))
+    follow = also_provisioned and settings.runtime == "local"
     click.echo(f"tvm-repro on http://{host or settings.host}:{port or settings.port} "
-               f"(worker for {', '.join(e.id for e in envs)}{later})", err=True)
+               f"(worker for {serving_line(envs, bool(env_ids), follow)})", err=True)
     up(settings, envs, host or settings.host, port or settings.port, follow)

@@ -4,12 +4,12 @@ changed against an older one. Results the store already holds for a case on an e
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from cli.client import ApiClient, resumable
-from cli.commands.tracker import follow_answer
+from cli.commands.tracker import follow_answer, whole_answer
 from cli.discovery import connect
 from cli.local import local_runtime
 from cli.output import SERVER_HELP, error_console, print_json, reports_errors, shown
@@ -88,21 +88,29 @@ def follow_sweep(client: ApiClient, job: JobView, as_json: bool) -> SweepJobAnsw
     answer: SweepJobAnswer = follow_answer(
         client, job, as_json, "sweep", "cases", lambda view: view.sweep,
         lambda found: (found.progress.cases_done, found.progress.cases))
-    return answer
+    if answer.next_offset is not None:
+        error_console().print(f"the store holds more stored cases than one sweep runs: "
+                              f"--offset {answer.next_offset} sweeps the next ones",
+                              highlight=False)
+    return whole_answer(client, job.id, answer, "sweep")
 
 
 def sweep_remotely(env_id: str, since: str | None, server: str | None,
-                   as_json: bool) -> SweepAnswer:
-    """Submit a sweep job of the service's store, wait for it, return its answer."""
+                   as_json: bool, offset: int = 0) -> SweepAnswer:
+    """Submit a sweep job of the service's store (its stored cases from `offset`), wait for
+    it, return its answer."""
     from tvmrepro.api.requests import SweepRequest
 
     client = connect(server)
-    request = (SweepRequest(kind="sweep", env=env_id, since=since) if since
-               else SweepRequest(kind="sweep", env=env_id))
+    # Only the options given are sent (the service's defaults for the rest).
+    given: dict[str, Any] = {"since": since, "offset": offset or None}
+    request = SweepRequest.model_validate(
+        {"kind": "sweep", "env": env_id, **{k: v for k, v in given.items() if v is not None}})
     try:
         job = client.submit(request)
     except BadInput as exc:  # the service names its fields; the user gave options
-        raise BadInput(f"--{exc.field}" if exc.field in ("env", "since") else exc.field,
+        raise BadInput(f"--{exc.field}" if exc.field in ("env", "since", "offset")
+                       else exc.field,
                        exc.problem) from None
     error_console().print(f"sweep job {job.id}: {job.title}", highlight=False)
     with resumable(client, job.id, as_json):
@@ -126,22 +134,32 @@ def show_sweep(answer: SweepAnswer, as_json: bool) -> None:
 @click.command("sweep")
 @click.option("--env", "env_id", required=True, help="The new environment.")
 @click.option("--since", default=None,
-              help="The environment to compare with (default: the release before --env).")
+              help="The environment to compare with (default: the newest release of the "
+                   "minor version before --env's, as the default set has it).")
 @click.option("--local", is_flag=True,
               help="Sweep this home's store here, without the service (its runs not stored).")
+@click.option("--offset", type=click.IntRange(min=0), default=0,
+              help="Through the service: from this stored case on (a sweep runs at most "
+                   "TVMREPRO_MAX_SWEEP_CASES of them; it says where the next ones start).")
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
 @click.option("--server", default=None, help=SERVER_HELP)
 @reports_errors
-def sweep_command(env_id: str, since: str | None, local: bool, as_json: bool,
+def sweep_command(env_id: str, since: str | None, local: bool, offset: int, as_json: bool,
                   server: str | None) -> None:
     """Every stored case on a new environment: what was fixed, what regressed, what fails
     another way. Through the service (a sweep job, its runs stored), or --local."""
     catalog = default_catalog()
     new = catalog.get(env_id, "--env")
     old = catalog.get(since, "--since") if since else previous_environment(catalog, new, "--since")
+    why = ("named by --since" if since
+           else "the default: the newest release of the minor version before")
+    error_console().print(f"sweep: {new.id} (named by --env) against {old.id} ({why})",
+                          highlight=False)
     if not local:
-        show_sweep(sweep_remotely(new.id, old.id, server, as_json), as_json)
+        show_sweep(sweep_remotely(new.id, old.id, server, as_json, offset), as_json)
         return
     if server:
         raise BadInput("--server", "--local runs here, without a service: give one of them")
+    if offset:
+        raise BadInput("--offset", "--local sweeps every stored case of this home's store")
     show_sweep(sweep_locally(old, new), as_json)

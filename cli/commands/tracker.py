@@ -9,11 +9,12 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+from pydantic import BaseModel
 
-from cli.client import ApiClient, resumable
+from cli.client import ApiClient, ServiceError, resumable
 from cli.discovery import connect, on_warm_up
 from cli.local import local_runtime
 from cli.output import (
@@ -25,6 +26,7 @@ from cli.output import (
 )
 from tvmrepro.api.issues import KnownIssue
 from tvmrepro.attachments import WITH_CONTENTS
+from tvmrepro.choice import FLAG_WHY, Choice, default_choice, over_fields, over_text
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.jobs.tracker.importing import ImportedReport, import_file
@@ -32,7 +34,7 @@ from tvmrepro.jobs.tracker.known import likely_duplicates, result_bug_signature
 from tvmrepro.jobs.tracker.triage import TriageAnswer, TriageRun, triage
 from tvmrepro.jobs.tracker.triage_job import triage_run_of
 from tvmrepro.results import Result
-from tvmrepro.settings import Settings
+from tvmrepro.settings import Settings, variable_name
 
 if TYPE_CHECKING:
     from tvmrepro.api.views import JobView
@@ -114,7 +116,8 @@ def _import_row(report: ImportedReport) -> str:
 def import_command(source: Path, output: Path | None, attachments: Path | None,
                    as_json: bool) -> None:
     """Cases from issue bodies: a `gh issue list --json number,title,state,body,url` export, or
-    one issue's Markdown."""
+    one issue's Markdown or `gh issue view N` output (its number, title and state read from
+    gh's header, its `# title`, its address or owner/repo#N, else the file's name)."""
     reports = import_file(source, attachments)
     if output is not None:
         write_import(reports, output)
@@ -171,7 +174,7 @@ def record_known_issues(reports: list[ImportedReport], answer: TriageAnswer,
     settings.ensure_home()
     store = open_store(settings.store_url, pooled=False)
     try:
-        kept = record_triage(store, reports, answer)
+        kept = record_triage(store, reports, answer, settings.tracker_url)
     finally:
         store.dispose()
     error_console().print(f"{kept} known issue(s) kept for likely duplicates", highlight=False)
@@ -205,6 +208,10 @@ def _named(number: int | None) -> str:
 
 
 def print_answer(answer: TriageAnswer) -> None:
+    """A line per report, shared group and audit finding, after the line of what it is over."""
+    if answer.environments:
+        click.echo(shown(over_text(answer.environments, answer.environments_why,
+                                   answer.not_probed)))
     for line in answer.reports:
         since = f" since {line.since}" if line.since else ""
         grouped = f" group {line.group}" if line.group else ""
@@ -246,28 +253,80 @@ def follow_answer(client: ApiClient, job: JobView, as_json: bool, kind: str, uni
             job = client.job(job.id)
 
 
+# The lists of a triage's and a sweep's answer that a read of the job gives a page of.
+PART_FIELDS = {"triage": ("reports", "jobs", "titles", "urls"), "sweep": ("cases", "jobs")}
+Answer = TypeVar("Answer", bound=BaseModel)
+PAGE_ATTEMPTS = 3
+
+
+def whole_answer(client: ApiClient, job_id: str, answer: Answer, kind: str) -> Answer:
+    """A triage's or sweep's answer with every page of its parts (the service gives a page a
+    read: docs/api.md, "Pages"); read again from the first page where its parts changed in
+    between (a job still running)."""
+    for _ in range(PAGE_ATTEMPTS):
+        merged = _every_page(client, job_id, answer, kind)
+        if merged is not None:
+            return merged
+        answer = getattr(client.job(job_id), kind)
+    raise ServiceError(f"job {job_id} kept changing while its pages were read; try again")
+
+
+def _every_page(client: ApiClient, job_id: str, answer: Answer, kind: str) -> Answer | None:
+    fields = PART_FIELDS[kind]
+    merged: dict[str, list[Any]] = {name: list(getattr(answer, name)) for name in fields}
+    page = first = getattr(answer, "page", None)
+    while first is not None and page is not None and page.next_offset is not None:
+        found = getattr(client.job_page(job_id, page.next_offset), kind)
+        if found is None or found.page is None or found.page.total != first.total:
+            return None
+        for name in fields:
+            merged[name] += getattr(found, name)
+        page = found.page
+    return answer.model_copy(update={**merged, "page": None})
+
+
+def whole_view(client: ApiClient, job: JobView) -> JobView:
+    """A job's view with every part of a triage's or sweep's answer."""
+    for kind in PART_FIELDS:
+        answer = getattr(job, kind)
+        if answer is not None:
+            return job.model_copy(update={kind: whole_answer(client, job.id, answer, kind)})
+    return job
+
+
 def follow_triage(client: ApiClient, job: JobView, as_json: bool) -> TriageJobAnswer:
-    """Poll a triage job until every report has its runs, with a bar of reports on stderr."""
+    """Poll a triage job until every report has its runs, with a bar of reports on stderr;
+    its whole answer (every page)."""
     answer: TriageJobAnswer = follow_answer(
         client, job, as_json, "triage", "reports", lambda view: view.triage,
         lambda found: (found.progress.reports_done, found.progress.reports))
-    return answer
+    return whole_answer(client, job.id, answer, "triage")
 
 
 def triage_remotely(reports: list[ImportedReport], env_ids: list[str], server: str | None,
-                    as_json: bool) -> TriageAnswer:
-    """Submit a triage job (every environment a live worker serves when none is named), wait
-    for it and return its answer; the job goes on if the wait stops (`tvmrepro wait JOB`)."""
+                    as_json: bool, recorded_here: bool = False) -> TriageAnswer:
+    """Submit a triage job (on the service's default set when none is named), wait
+    for it and return its answer; the job goes on if the wait stops (`tvmrepro wait JOB`).
+    Unless `recorded_here` (this command keeps them in this home's store), say where its
+    known issues went."""
     from tvmrepro.api.requests import TriageRequest
 
     client = connect(server)
-    job = client.submit(TriageRequest(
-        kind="triage", environments=env_ids or "all",
-        reports=reports_json(reports)))
-    error_console().print(f"triage job {job.id}: {len(reports)} reports on "
-                          f"{', '.join(job.environments)}", highlight=False)
+    request = TriageRequest(kind="triage", reports=reports_json(reports))
+    if env_ids:  # else left out: the service's default set
+        request = request.model_copy(update={"environments": env_ids})
+    job = client.submit(request)
+    over = over_text(job.environments, job.environments_why, job.not_probed)
+    error_console().print(f"triage job {job.id}: {len(reports)} reports {over}",
+                          highlight=False)
     with resumable(client, job.id, as_json):
-        return follow_triage(client, job, as_json).answer()
+        answer = follow_triage(client, job, as_json)
+    if not answer.records_known_issues and not recorded_here:
+        error_console().print(
+            f"the service keeps known issues only from its maintainer's triages (sent with "
+            f"{variable_name('maintainer_token')}): this one's groups are in job {job.id} only",
+            highlight=False)
+    return answer.answer()
 
 
 def wait_triage(client: ApiClient, job: JobView, as_json: bool) -> None:
@@ -287,8 +346,8 @@ def show_triage(answer: TriageAnswer, as_json: bool) -> None:
 @click.command("triage")
 @click.argument("source", metavar="ISSUES.json|DIR", type=click.Path(path_type=Path))
 @click.option("--env", "env_ids", multiple=True,
-              help="Environment id (repeatable; default: every environment the service's live "
-                   "workers serve; with --local: one per minor release).")
+              help="Environment id (repeatable; default: the newest release of each minor "
+                   "version, here and through the service).")
 @click.option("--local", is_flag=True, help="Run here, without the service (on the warm "
               "sandboxes of a `tvmrepro up` on this home that serves the environments, if one "
               "runs).")
@@ -297,7 +356,8 @@ def show_triage(answer: TriageAnswer, as_json: bool) -> None:
 @click.option("--record/--no-record", default=True,
               help="Keep each failing issue's signature in this home's store (default), so "
                    "that a job failing with it names the issue a likely duplicate. A triage "
-                   "job of the service always keeps them in the service's store.")
+                   "job of the service keeps them in the service's store when "
+                   "TVMREPRO_MAINTAINER_TOKEN is its maintainer's token.")
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
 @click.option("--server", default=None, help=SERVER_HELP)
 @reports_errors
@@ -315,14 +375,17 @@ def triage_command(source: Path, env_ids: tuple[str, ...], local: bool, cold: bo
     if not local:
         show_triage(triage_remotely(reports, [env.id for env in envs], server, as_json), as_json)
         return
-    envs = sorted(envs or catalog.spanning("cpu"), key=lambda env: env.version)
+    chosen = Choice(envs, FLAG_WHY) if envs else default_choice(catalog)
+    envs = sorted(chosen.environments, key=lambda env: env.version)
     # Beside a live `up` on this home, a triage job there (its worker's TVM imported already;
     # it keeps what it saw in this home's store, as --record does here).
     on_up = None if cold or not record else on_warm_up(
         "local", [env.id for env in envs],
-        lambda url: triage_remotely(reports, [env.id for env in envs], url, as_json))
-    answer = on_up if on_up is not None else triage_locally(reports, envs)
-    if record and on_up is None:
+        lambda url: triage_remotely(reports, [env.id for env in envs], url, as_json, True))
+    answer = (on_up if on_up is not None else triage_locally(reports, envs)).model_copy(
+        update={"environments": [env.id for env in envs],
+                **over_fields([env.id for env in envs], chosen.why, catalog)})
+    if record:  # this home's store, whoever ran it (its `up` keeps only a maintainer's)
         record_known_issues(reports, answer, Settings.from_env())
     show_triage(answer, as_json)
 

@@ -23,7 +23,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from . import frontends
+from . import frontends, references
 from .attachments import write_files
 from .classify import Outcome, classify
 from .events import EventSink
@@ -100,6 +100,7 @@ def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path,
     tracer.enter("import")
     fields: dict[str, Any] = {"rewrites": [], "outputs": None}
     recorder = None
+    watched: references.References | None = None
     try:
         tvm = _import_tvm()
         if frontends.wanted():  # before the hooks: they trace the importers loaded now
@@ -107,6 +108,8 @@ def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path,
         fields["tvm"] = _tvm_facts(tvm)
         sink.emit("start", tvm=fields["tvm"])
         tracer.install(tvm)
+        if script_mode:  # the framework's own answer for an imported model (references.py)
+            watched = references.install(tvm, case.get("timeout_s") or 120)
         if _harness_mode(case) == "extract":  # record each step's module (extract.py)
             from .extract import record_steps
 
@@ -141,6 +144,8 @@ def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path,
         with contextlib.suppress(Exception):
             recorder.finish()
     fields.update(stage=stage, **dataclasses.asdict(outcome))
+    if watched is not None:  # once the script is over, whatever its status
+        fields.update(watched.fields())
     return fields
 
 

@@ -7,6 +7,7 @@ import traceback
 from dataclasses import dataclass
 
 from . import signature as signatures
+from .api_gap import api_gap
 from .porting import Incompatible
 from .relay_era import removed_module_message
 
@@ -63,15 +64,6 @@ def _failed(status: str, error_type: str, message: str,
     return Outcome(status, error_type, message, sig.text, sig.frame, sig.message)
 
 
-def _is_api_gap(exc: BaseException) -> bool:
-    """An import or attribute of TVM that this release does not have."""
-    if isinstance(exc, ImportError):
-        return (getattr(exc, "name", None) or "").startswith("tvm") or "tvm" in str(exc)
-    if isinstance(exc, AttributeError):
-        return bool(re.match(r"module 'tvm[\w.]*' has no attribute", str(exc)))
-    return False
-
-
 def classify(exc: BaseException) -> Outcome:
     """The outcome of a run that raised `exc`."""
     error_type = type(exc).__name__
@@ -82,8 +74,11 @@ def classify(exc: BaseException) -> Outcome:
     relay_era = removed_module_message(exc)  # Relay and what went with it (relay_era.py)
     if relay_era is not None:
         return _failed("incompatible", error_type, relay_era, frames)
-    if isinstance(exc, Incompatible) or _is_api_gap(exc):
+    if isinstance(exc, Incompatible):
         return _failed("incompatible", error_type, message, frames)
+    missing = api_gap(exc, message)  # an API this TVM lacks, with the missing name (api_gap.py)
+    if missing is not None:
+        return _failed("incompatible", error_type, missing, frames)
     if isinstance(exc, SystemExit):
         code = exc.code
         if code in (None, 0):

@@ -32,16 +32,20 @@ _SYNONYMS: tuple[tuple[str, str], ...] = (
 # `relax.op.add(0: ir.RelaxExpr, 1: ir.RelaxExpr) -> ir.RelaxExpr`: argument lists and
 # return types change with every release (qualification, an extra optional argument).
 _FFI_SIGNATURE = re.compile(
-    r"(?P<name>[\w.:]+)\(\s*\d+:[^()`]*\)(?:\s*->\s*[\w.:]+(?:<[\w.:<>, ]*>)?)?")
+    r"(?<![\w.:])(?P<name>[\w.:]+)\(\s*\d+:[^()`]*\)(?:\s*->\s*[\w.:]+(?:<[\w.:<>, ]*>)?)?")
 # A type qualified by its module or namespace reads unqualified: ir.Tuple, relax.expr.Tuple,
 # tvm::relax::Tuple are one Tuple (types moved between ir, relax and tirx).
 _QUALIFIED_TYPE = re.compile(r"\b(?:[a-z_][a-z0-9_]*(?:\.|::))+(?=[A-Z])")
 # Presence tests in a check's condition: x.defined(), x.has_value(), !x.IsMissing(), x != nullptr.
+# An operand starts where a run of its characters starts (as `_FFI_SIGNATURE`'s name does): the
+# leftmost match is the same, and a long run that is no operand is scanned once, not once from
+# each of its characters (quadratic on a forged message).
+_OPERAND = r"(?<![\w.\->\[\]])([\w.\->\[\]]+)"
 _PRESENCE: tuple[tuple[str, str], ...] = (
     (r"!\s*([\w.\->\[\]]+)\.IsMissing\(\)", r"\1 is set"),
-    (r"([\w.\->\[\]]+)\.IsMissing\(\)", r"!\1 is set"),
-    (r"([\w.\->\[\]]+)\.(?:defined|has_value)\(\)", r"\1 is set"),
-    (r"([\w.\->\[\]]+)(?:\.get\(\))?\s*!=\s*nullptr", r"\1 is set"),
+    (_OPERAND + r"\.IsMissing\(\)", r"!\1 is set"),
+    (_OPERAND + r"\.(?:defined|has_value)\(\)", r"\1 is set"),
+    (_OPERAND + r"(?:\.get\(\))?\s*!=\s*nullptr", r"\1 is set"),
 )
 _NOISE: tuple[tuple[str, str], ...] = (
     (r"0x[0-9a-fA-F]+", "0x?"),

@@ -177,7 +177,9 @@ class Tracer:
 
     def enter(self, stage: str) -> None:
         """Move to a stage and tell the runtime at once (a crash may follow)."""
-        if self._script_running and stage != self.idle_stage:
+        # Parsing is not remembered: a parse failure is stamped where it is raised (the parse
+        # hook), so what fails after it (a Sequential built of a non-pass) is the script's.
+        if self._script_running and stage not in (self.idle_stage, "parse"):
             self.reached = stage
         if stage != self.stage:
             self.stage = stage

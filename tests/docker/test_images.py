@@ -18,7 +18,8 @@ from tvmrepro.errors import BadInput
 from tvmrepro.lifecycle import harness_digest
 from worker.environments.images import PACKAGES_LABEL, Built, pins_text, wheels_for
 
-DOCKERFILES = ["images/Dockerfile", "images/cuda.Dockerfile", "images/service.Dockerfile"]
+DOCKERFILES = ["images/Dockerfile", "images/cuda.Dockerfile", "images/frontends.Dockerfile",
+               "images/service.Dockerfile"]
 
 
 @pytest.mark.docker

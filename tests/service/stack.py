@@ -256,9 +256,11 @@ class Stack:
 
 
 @contextlib.contextmanager
-def serving(backend: Backend, home: Path, env_ids: tuple[str, ...]) -> Iterator[Stack]:
-    """A stack with its API and a worker per environment started, stopped at the end."""
-    running = Stack(backend, home)
+def serving(backend: Backend, home: Path, env_ids: tuple[str, ...],
+            **overrides: str) -> Iterator[Stack]:
+    """A stack (of these settings) with its API and a worker per environment started,
+    stopped at the end."""
+    running = Stack(backend, home, **overrides)
     try:
         running.start_api()
         for env_id in env_ids:

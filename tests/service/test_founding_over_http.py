@@ -158,7 +158,7 @@ def test_command_line_over_http(stack: Stack) -> None:
     listed = cli(stack, "jobs", "--json")
     assert job_id in [j["id"] for j in json.loads(listed.stdout)["jobs"]], listed.stderr
     log = cli(stack, "log", job_id, f"fusetir-once@{OLD_ENV}")
-    assert log.returncode == 0 and MISSING in log.stderr, log.stderr
+    assert log.returncode == 0 and MISSING in log.stdout, log.stderr  # the log is the output
     ir = cli(stack, "ir", job_id, f"fusetir-once@{NEW_ENV}", "--pass", "2")
     assert "\n# after pass 2: AllocateWorkspace\n" in ir.stdout and "@I.ir_module" in ir.stdout
     compared = cli(stack, "compare", job_id, f"fusetir-once@{OLD_ENV}", f"fusetir-twice@{OLD_ENV}")

@@ -40,7 +40,8 @@ def test_a_miscompile_shows_in_the_matrix_and_the_report(stack: Stack, settings:
     job = stack.wait(stack.submit(founding_body(case, envs))["id"], timeout=300)
     (row,) = job["matrix"]["cells"]
     assert [c["status"] for c in row] == ["ok", "ok", "ok"], json.dumps(row)[:2000]
-    assert [c["outputs"] for c in row] == ["differs", "same", "same"]
+    assert row[0]["outputs"] == "differs"  # the others agree: bitwise, or within tolerance
+    assert {c["outputs"] for c in row[1:]} <= {"same", "noise"}
     error = row[0]["output_error"]
     assert error["reason"] == "values" and error["max_abs_error"] > 0.1
     assert error["against"] == {"variant": "numpy reference", "environment": WRONG}

@@ -164,7 +164,7 @@ def test_bad_exports_name_what_is_wrong(data: object, field: str) -> None:
 def test_the_command_exits_2_naming_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "issues.json"
     bad.write_text("{not json")
-    wrong = tmp_path / "issues.txt"
+    wrong = tmp_path / "issues.yaml"
     wrong.write_text("")
     for path, words in ((bad, "not JSON"), (wrong, "expected an issue export"),
                         (tmp_path / "absent.json", "cannot read")):

@@ -67,6 +67,6 @@ def test_a_relay_era_report_is_incompatible_and_says_so(
     assert answer.answer().to_json()["reports"][0]["incompatible"] == WHY
     print_answer(answer.answer())
     assert capsys.readouterr().out == \
-        f"#10398 CLOSED: incompatible ({NEW_ENV}: incompatible): {WHY}\n"
+        f"on {NEW_ENV}\n#10398 CLOSED: incompatible ({NEW_ENV}: incompatible): {WHY}\n"
     markdown = render_triage(answer, "job-t", "relay")
     assert f"| incompatible: `{WHY}` |" in markdown

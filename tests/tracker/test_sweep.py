@@ -69,7 +69,7 @@ def test_a_sweep_of_the_stored_cases(tmp_path: Path, tvm_envs: dict[str, Environ
     assert [(line.title, line.old.status, line.new.status, line.change.value)
             for line in answer.cases] == [("#20191", "crash", "crash", "same"),
                                           ("#20200", "error", "ok", "fixed")]
-    assert answer.cases[0].new.signature == "crash: SIGSEGV at run"
+    assert answer.cases[0].new.signature == "crash: SIGSEGV at StorageObj::AllocTensor at run"
     assert answer.changed == {"fixed": 1, "same": 1}
     ran = capsys.readouterr().err
     assert f"#20191 (script) on {OLD_ENV}" in ran

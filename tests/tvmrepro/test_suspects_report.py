@@ -33,7 +33,7 @@ def test_the_report_names_the_window_links_compare_and_the_top_three() -> None:
             '32110...c7ba0735a4f346c67b761e1fde38a68a60be8adb">compare on GitHub</a>') in html
     links = [line for line in text.splitlines() if line.startswith("  - Suspect ")]
     assert len(links) == 3
-    assert links[0].startswith("  - Suspect 1 (score 0.34): "
+    assert links[0].startswith("  - Suspect 1 (score 0.31): "
                                "[#19683](https://github.com/apache/tvm/pull/19683) "
                                "`[Fix] CommReduce could handle 0-dim data (#19683)`: ")
     assert "the file of the failing frame CommReduce" in links[0]

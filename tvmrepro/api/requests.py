@@ -30,8 +30,10 @@ CaseJson = Annotated[dict[str, Any],
 # How a bisection probes: every environment at once, or both ends then halves (the names,
 # spelled here only: tvmrepro.jobs.bisect.logic.STRATEGIES, the CLI's --strategy).
 Strategy = Literal["all", "binary"]
-Environments = Annotated[list[str] | Literal["all"], Field(
-    description="environment ids, or 'all': every environment a live worker serves")]
+Environments = Annotated[list[str] | Literal["all"] | None, Field(
+    description="environment ids, or 'all': every environment a live worker serves; left out, "
+                "a run or triage takes the default (the newest release of each minor version, "
+                "those a live worker serves), another kind 'all'")]
 DEFAULT_KIND = "run"  # what a request without `kind` asks for (docs/contract.md)
 
 
@@ -48,7 +50,7 @@ class RequestBase(BaseModel):
 class EnvironmentsRequest(RequestBase):
     """A request whose runs go to environments it names."""
 
-    environments: Environments = "all"
+    environments: Environments = None
 
 
 class CaseRequest(EnvironmentsRequest):
@@ -109,7 +111,8 @@ class TriageRequest(EnvironmentsRequest):
     # the report.
     reports: list[Any] = Field(description="the reports, each an issue's Markdown body, an "
                                "issue as `gh issue list --json number,title,state,body,url` "
-                               "gives it, or a report as `tvmrepro import --json` prints it")
+                               "gives it, or a report as `tvmrepro import --json` prints "
+                               "it; at most TVMREPRO_MAX_TRIAGE_REPORTS (default 200)")
 
 
 class SweepRequest(RequestBase):
@@ -119,6 +122,9 @@ class SweepRequest(RequestBase):
     env: str = Field(description="the new environment")
     since: str | None = Field(default=None, description="the environment to compare with "
                               "(default: the release of the same device before env)")
+    offset: int = Field(default=0, ge=0, le=10 ** 9, description="the first stored case it "
+                        "runs (oldest first): a sweep runs at most TVMREPRO_MAX_SWEEP_CASES "
+                        "(default 200), so a store holding more is swept in parts")
 
 
 MEMBERS: tuple[type[RequestBase], ...] = (RunRequest, BisectRequest, ReduceRequest,

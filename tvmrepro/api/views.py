@@ -27,9 +27,11 @@ class OutputError(BaseModel):
     """How far a cell's outputs are from those it was compared with."""
 
     against: CellRef
-    reason: str = Field(description="values, shape, dtype or structure")
+    reason: str = Field(description="values, non-finite (only NaN or infinities disagree), "
+                                    "shape, dtype or structure; values for noise")
     max_abs_error: float | None = None
     max_rel_error: float | None = None
+    mismatches: int = Field(default=0, description="sampled elements beyond the tolerance")
 
 
 class Cell(CellRef):
@@ -41,9 +43,10 @@ class Cell(CellRef):
     stage: str | None = None
     signature: str | None = None
     cached: bool = False
-    outputs: Literal["same", "differs"] | None = Field(
-        default=None, description="the outputs against the row's majority and the first "
-                                  "variant's in the same environment (null: no outputs)")
+    outputs: Literal["same", "noise", "differs"] | None = Field(
+        default=None, description="the outputs against the row's majority, the first "
+                                  "variant's in the same environment and the run's reference "
+                                  "(noise: within tolerance, not bitwise; null: no outputs)")
     output_error: OutputError | None = None
 
 
@@ -137,6 +140,8 @@ class CommitWindow(BaseModel):
     picked: int = Field(default=0, description="of them, changes the earlier release already "
                                                "has as cherry-picks (never suspects)")
     history: str | None = None
+    history_newest: str | None = Field(default=None, description="the date of the history's "
+                                       "newest commit: how fresh it is")
     missing: str | None = None
 
 
@@ -212,6 +217,12 @@ class JobView(BaseModel):
     status: JobStatus
     created_at: str
     environments: list[str]
+    environments_why: str | None = Field(
+        default=None, description="why these environments: the default (the newest release of "
+        "each minor version), named by the request, or every one a live worker serves")
+    not_probed: list[str] = Field(
+        default_factory=list, description="the releases of the environments' device that the "
+        "job leaves out (its answer says nothing of them)")
     variants: list[str]
     bypass_cache: bool
     cached_runs: int
@@ -309,12 +320,15 @@ class EnvironmentView(BaseModel):
     waiting: int = Field(description="runs waiting for a worker")
     fingerprint: dict[str, Any] | None = Field(
         default=None, description="what a worker found in it (TVM version, libinfo)")
+    default: bool = Field(default=False, description="one of the default set: what a run or "
+                          "triage that names no environments takes (`default_why`)")
 
 
 class EnvironmentList(BaseModel):
     """GET /api/v1/environments."""
 
     environments: list[EnvironmentView]
+    default_why: str = Field(default="", description="what the default set is")
 
 
 class Health(BaseModel):

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from tvmrepro.api.pages import PageAsked
 from tvmrepro.api.views import JobView
 from tvmrepro.environments import Catalog
 from tvmrepro.store import Store
@@ -49,3 +50,6 @@ class Kind(Generic[Request]):
     template: str = "job.html"  # the job's page (service/templates/)
     parts: bool = False  # made of run jobs of its own: no runs, its answer read from theirs
     narrowing: bool = False  # its one run is a reduction or an extraction (worker/narrowing/)
+    # A kind made of parts: its view with a page of them (tvmrepro.api.pages); `read` gives
+    # every part (the report).
+    read_page: Callable[[Store, JobRow, PageAsked], JobView] | None = None

@@ -23,6 +23,8 @@ from tvmrepro.results import Status
 from tvmrepro.store.rows import JobRow, RunRow
 
 REFERENCE = "numpy reference"  # the `against` variant of a cell compared with the case's reference
+# Worse last: a cell keeps the worst of its comparisons (a differs stays differs).
+_RANK = {None: 0, "same": 1, "noise": 2, "differs": 3}
 
 
 def job_status(runs: list[RunRow], settled: bool = True) -> JobStatus:
@@ -63,7 +65,7 @@ def _majority(cells: list[tuple[Cell, Any]]) -> tuple[Cell, Any] | None:
     for index, (_, value) in enumerate(cells):
         for group in groups:
             found = compare_outputs(value, cells[group[0]][1])
-            if found is not None and found.outputs == "same":
+            if found is not None and found.outputs != "differs":  # noise agrees
                 group.append(index)
                 break
         else:
@@ -75,27 +77,34 @@ def _majority(cells: list[tuple[Cell, Any]]) -> tuple[Cell, Any] | None:
 
 
 def _flag(cell: Cell, outputs: Any, reference: tuple[Cell, Any]) -> None:
-    """Mark `cell` same or differs against `reference` (a differs stays differs)."""
+    """Mark `cell` same, noise or differs against `reference`, keeping the worst verdict."""
     found = compare_outputs(outputs, reference[1])
-    if found is None or cell.outputs == "differs":
+    if found is None or _RANK[found.outputs] <= _RANK[cell.outputs]:
         return
     cell.outputs = found.outputs
-    if found.outputs == "differs":
+    if found.outputs != "same":
         cell.output_error = OutputError(
             against=CellRef(variant=reference[0].variant, environment=reference[0].environment),
-            reason=found.reason, max_abs_error=found.max_abs_error,
-            max_rel_error=found.max_rel_error)
+            reason=found.reason or "values", max_abs_error=found.max_abs_error,
+            max_rel_error=found.max_rel_error, mismatches=found.mismatches)
 
 
-def flag_references(rows: list[list[Cell]], references: dict[str, Any],
+def reference_name(kind: str | None) -> str:
+    """The `against` variant of a comparison with a run's reference: the case's NumPy
+    expression, or the framework a script's imported model ran in ("onnxruntime 1.31.1")."""
+    return f"{kind} reference" if kind else REFERENCE
+
+
+def flag_references(rows: list[list[Cell]], references: dict[str, tuple[Any, str | None]],
                     outputs: dict[str, Any]) -> None:
-    """Compare each cell's outputs with what the case's NumPy reference computed there."""
+    """Compare each cell's outputs with what its run's reference computed there (the case's
+    NumPy expression, or a script's model in its own framework): by run, (outputs, kind)."""
     for row in rows:
         for cell in row:
-            expected = references.get(cell.run)
+            expected, kind = references.get(cell.run) or (None, None)
             if expected is not None and outputs.get(cell.run) is not None:
                 _flag(cell, outputs[cell.run], (
-                    Cell(variant=REFERENCE, environment=cell.environment, run="",
+                    Cell(variant=reference_name(kind), environment=cell.environment, run="",
                          state=cell.state), expected))
 
 
@@ -124,7 +133,8 @@ def build_matrix(job: JobRow, comparisons: list[Comparison] | None = None) -> Ma
     by_cell = {(run.variant, run.environment): make_cell(run) for run in job.runs}
     rows = [[by_cell[(v, e)] for e in job.environments] for v in job.variants]
     outputs = {run.id: (run.result or {}).get("outputs") for run in job.runs}
-    flag_references(rows, {run.id: (run.result or {}).get("reference_outputs")
+    flag_references(rows, {run.id: ((run.result or {}).get("reference_outputs"),
+                                    (run.result or {}).get("reference_kind"))
                            for run in job.runs}, outputs)
     flag_outputs(rows, outputs)
     flat = [cell for row in rows for cell in row]

@@ -12,14 +12,15 @@ from enum import Enum
 from typing import Any
 
 from tvmrepro.errors import BadInput
+from tvmrepro.jobs.bounded import TooSlow, bounded, check
 from tvmrepro.outputs import compare_outputs
 from tvmrepro.results import FAILING, NOT_MEASURED, Status
 
 ALWAYS_SKIP = NOT_MEASURED
 MAX_REGEX_CHARS = 500
-# A regex oracle reads text the run wrote: its match gets this much time (the `regex` package's
-# timeout, checked as it backtracks; measured to overshoot up to about 3x on a busy host), over
-# at most REGEX_TEXT_CAP characters of it. Never run inside a store transaction.
+# A regex oracle reads text the run wrote: its match gets this much time (tvmrepro.jobs.bounded,
+# the matcher of every pattern applied to a run's text), over at most REGEX_TEXT_CAP characters
+# of it. Never run inside a store transaction.
 REGEX_BUDGET_S = 0.2
 REGEX_TEXT_CAP = 4 << 20
 
@@ -86,13 +87,9 @@ def parse_oracle(text: str) -> Oracle:
         if not argument or len(argument) > MAX_REGEX_CHARS:
             raise BadInput("oracle", f"regex:<pattern> needs a pattern of 1 to "
                                      f"{MAX_REGEX_CHARS} characters")
-        import regex  # only for a regex oracle: 45 ms of every command's start otherwise
-
-        try:
-            regex.compile(argument)
-        except (regex.error, ValueError) as exc:
-            raise BadInput("oracle", f"regex:{argument} is not a regular expression: "
-                                     f"{exc}") from exc
+        wrong = check(argument)
+        if wrong is not None:
+            raise BadInput("oracle", f"regex:{argument} is not a regular expression: {wrong}")
         return Oracle(kind, argument)
     raise BadInput("oracle", f"unknown oracle {text!r}; use failure, status:<s>, signature, "
                              "signature:<text>, regex:<pattern> or output")
@@ -103,12 +100,10 @@ def parse_oracle(text: str) -> Oracle:
 def regex_matches(oracle: Oracle, text: str) -> bool:
     """Whether a regex oracle's pattern is in `text`, within REGEX_BUDGET_S; OracleTooSlow if
     the pattern does not finish in time."""
-    import regex
-
     try:
-        return regex.search(oracle.argument or "", text[:REGEX_TEXT_CAP],
-                            timeout=REGEX_BUDGET_S) is not None
-    except TimeoutError as exc:
+        return bounded(oracle.argument or "", 0, REGEX_BUDGET_S).search(
+            text[:REGEX_TEXT_CAP]) is not None
+    except TooSlow as exc:
         raise OracleTooSlow(oracle.text) from exc
 
 

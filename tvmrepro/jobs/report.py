@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from tvmrepro.api.views import Cell, Comparison, JobView, Matrix
+from tvmrepro.choice import over_markdown
 from tvmrepro.environments import Catalog, default_catalog
 from tvmrepro.escaping import code_block, code_span, table_cell
 from tvmrepro.jobs.kinds import KINDS
@@ -308,7 +309,8 @@ def render_report(job: JobView, catalog: Catalog | None = None) -> str:
     how = "Reproduced with tvm-repro" if failed else "Run with tvm-repro (nothing failed)"
     title = code_span(job.title) if job.title else f"tvm-repro job {code_span(job.id)}"
     top = _signatures(job, catalog) + _duplicates(job) + _command(job, catalog)
-    lines = [conclusion(job, catalog), "", *top, *([""] if top else []),
+    over = over_markdown(job.environments, job.environments_why, job.not_probed)
+    lines = [conclusion(job, catalog), "", over, "", *top, *([""] if top else []),
              *_matrix_table(job.matrix), "",
              f"{how}: {title}, job {code_span(job.id)} (status `{job.status.value}`) on "
              f"{len(job.environments)} pinned TVM environment(s).", ""]

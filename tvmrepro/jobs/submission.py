@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from tvmrepro.api.requests import CaseRequest, EnvironmentsRequest
 from tvmrepro.attachments import contents_of, without_contents
 from tvmrepro.cases import Case, parse_case
+from tvmrepro.choice import NAMED_WHY, SERVED_WHY, Choice, default_choice
 from tvmrepro.environments import Catalog, Environment
 from tvmrepro.errors import BadInput, NotServed
 from tvmrepro.jobs.fanout import PlannedRun
@@ -46,9 +47,10 @@ class Submission:
         """Environment id -> its live workers."""
         return self.store.live_environments(self.settings.worker_stale_s)
 
-    def environments(self, chosen: list[str] | str) -> list[Environment]:
-        """The environments named, or for "all" every one a live worker serves."""
-        if chosen == "all":
+    def environments(self, chosen: list[str] | str | None) -> list[Environment]:
+        """The environments named, or for "all" (and left out) every one a live worker
+        serves."""
+        if chosen is None or chosen == "all":
             served = self.served()
             envs = [env for env in self.catalog.environments if env.id in served]
             if not envs:
@@ -59,9 +61,17 @@ class Submission:
             raise BadInput("environments", "name at least one environment")
         return self.catalog.select(list(chosen))
 
+    def choose(self, request: EnvironmentsRequest) -> Choice:
+        """A run's or triage's environments and why: those named, every served one ("all"),
+        or, left out, the default set (those of it a live worker serves, unless it waits)."""
+        if request.environments is None:
+            return default_choice(self.catalog, None if request.wait else self.served())
+        why = SERVED_WHY if request.environments == "all" else NAMED_WHY
+        return Choice(self.environments(request.environments), why)
+
     def check_served(self, envs: list[Environment], request: EnvironmentsRequest) -> None:
         """409 for environments no live worker serves, unless the job asked to wait for one."""
-        if request.wait or request.environments == "all":  # "all" is the served ones already
+        if request.wait or not isinstance(request.environments, list):  # served ones already
             return
         served = self.served()
         unserved = [env.id for env in envs if env.id not in served]

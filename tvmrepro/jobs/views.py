@@ -8,6 +8,7 @@ from typing import Any
 
 from tvmrepro.api.issues import KnownIssue
 from tvmrepro.api.views import AttachedFile, JobView, RunView
+from tvmrepro.choice import over_fields
 from tvmrepro.jobs.matrix import build_matrix
 from tvmrepro.jobs.tracker.known import likely_duplicates, result_bug_signature
 from tvmrepro.lifecycle import JobStatus
@@ -44,6 +45,7 @@ def job_view(store: Store, job: JobRow, status: JobStatus, **answer: Any) -> Job
     return JobView(
         id=job.id, kind=job.kind, title=job.title, status=status,
         created_at=iso(job.created_at), environments=job.environments,
+        **over_fields(job.environments, job.environments_why),
         variants=job.variants, bypass_cache=job.bypass_cache,
         cached_runs=sum(run.cached for run in runs), runs=runs,
         matrix=build_matrix(job, job.comparisons), case=job.case,

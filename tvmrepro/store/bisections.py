@@ -55,6 +55,14 @@ class BisectionRows(StoreBase):
             row = conn.execute(query).mappings().first()
         return dict(row) if row else None
 
+    def save_windows(self, job_id: str, windows: list[dict[str, Any]]) -> bool:
+        """Keep the transitions' windows and suspects that the job's submitter computed (read
+        over the step's own); False when the job has no bisection."""
+        with self._write() as conn:
+            done = conn.execute(t.bisections.update().where(t.bisections.c.job_id == job_id)
+                                .values(windows=windows, updated_at=time.time()))
+        return bool(done.rowcount)
+
     def stalled_bisections(self, before: float) -> list[str]:
         """Bisect jobs with finished runs their stored object has not seen, the newest finished
         before `before` (its worker died between storing the result and the step)."""

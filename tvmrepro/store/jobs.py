@@ -8,6 +8,7 @@ can never give a run a second result (`finish` returns False for it).
 
 from __future__ import annotations
 
+import copy
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -21,6 +22,7 @@ from tvmrepro.lifecycle import CACHED_STATUSES, UNCACHED_SIGNATURES, Action, Cla
 from tvmrepro.store import schema as t
 from tvmrepro.store.bisections import BisectionRows
 from tvmrepro.store.blobs import BlobRows
+from tvmrepro.store.budgets import past_budget, stamped
 from tvmrepro.store.comparisons import Compared, ComparisonRows, insert_comparisons
 from tvmrepro.store.known_issues import KnownIssueRows
 from tvmrepro.store.narrowings import NarrowingRows
@@ -28,6 +30,7 @@ from tvmrepro.store.results import ResultRows
 from tvmrepro.store.rows import JobRow, RunRow
 from tvmrepro.store.triages import TriageReportRow, TriageRows, insert_triage_reports, run_jobs_of_triages
 from tvmrepro.store.workers import WorkerRegistry
+from tvmrepro.submitters import Admission
 
 
 class JobStamp(NamedTuple):
@@ -53,6 +56,16 @@ class QueueFull(ReproError):
         self.waiting, self.cap, self.environment = waiting, cap, environment
 
 
+class BudgetSpent(QueueFull):
+    """Admitting the job would take its submitter past its own budget (HTTP 429, as a full
+    queue, and stored nothing as one): its waiting runs on an environment, or the bytes its
+    jobs stored lately (tvmrepro.submitters)."""
+
+    def __init__(self, submitter: str, message: str) -> None:
+        ReproError.__init__(self, message)
+        self.submitter = submitter
+
+
 def open_store(url: str, pooled: bool = True) -> Store:
     """A store with its schema made; an unreachable or unwritable database is one ReproError."""
     store = Store(url, pooled)
@@ -71,7 +84,17 @@ class Store(ResultRows, ComparisonRows, WorkerRegistry, BisectionRows, Narrowing
     The other table families are its parents (results, comparisons, workers, bisections,
     narrowings, known_issues, triages, blobs); the engine and schema are StoreBase's."""
 
+    # Who submits what this store admits (None: no submitter, as a worker's own probes).
+    admission: Admission | None = None
+
     # Submission ---------------------------------------------------------------
+
+    def admitting(self, admission: Admission) -> Store:
+        """This store (its engine shared) for one submission: the jobs it admits are the
+        submitter's, counted against its budget (tvmrepro.submitters)."""
+        found = copy.copy(self)
+        found.admission = admission
+        return found
 
     def submit(self, job: JobRow, new_runs: list[RunRow], cap: int) -> None:
         """Store a job and its runs in one transaction, or raise QueueFull storing nothing."""
@@ -84,6 +107,9 @@ class Store(ResultRows, ComparisonRows, WorkerRegistry, BisectionRows, Narrowing
         comparisons `settled` holds of jobs finished as they are stored: served whole from
         the cache) in one transaction, or raise QueueFull storing nothing: a triage's run
         jobs are admitted together."""
+        admission = self.admission
+        if admission is not None:
+            jobs = stamped(jobs, admission, triage_reports)
         new_runs = [run for _, runs in jobs for run in runs]
         waiting_new = any(run.state == RunState.QUEUED for run in new_runs)
         counts = {job.id: len(runs) for job, runs in jobs}
@@ -91,6 +117,12 @@ class Store(ResultRows, ComparisonRows, WorkerRegistry, BisectionRows, Narrowing
             # Locks the admission row: concurrent submissions count and insert one at a time.
             conn.execute(t.admission.update().where(t.admission.c.id == 1)
                          .values(tickets=t.admission.c.tickets + 1))
+            # The submitter's own budget first: its load is refused to it before the queue
+            # that everyone shares fills.
+            if admission is not None and admission.budget is not None:
+                spent = past_budget(conn, jobs, admission.submitter, admission.budget)
+                if spent is not None:
+                    raise BudgetSpent(admission.submitter, spent)
             if waiting_new:
                 self._admit(conn, new_runs, cap)
             conn.execute(t.jobs.insert(), [job.columns() for job, _ in jobs])

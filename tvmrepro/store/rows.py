@@ -65,6 +65,13 @@ class JobRow(BaseModel):
     variants: list[str]
     bypass_cache: bool = False
     created_at: float
+    # Why those environments (tvmrepro.choice: the default set, named, every served one); None:
+    # stored before it was kept, or a kind that names its own.
+    environments_why: str | None = None
+    # Who submitted it (tvmrepro.submitters), and what its submission stored (bytes); set by
+    # the store as it admits the job (Store.admitting).
+    submitter: str | None = None
+    stored_bytes: int | None = None
     runs: list[RunRow] = []
     comparisons: list[Comparison] | None = None  # None: not computed for these runs yet
     # The symbol traces, made with the comparisons (None: not made, or stored by an older

@@ -47,6 +47,15 @@ jobs = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
     # SHA-256 (hex) of the token that DELETE must bring; null: no token cancels the job.
     sa.Column("cancel_digest", sa.String(64), nullable=True),
+    # Who submitted it (tvmrepro.submitters: "maintainer", or the client's address); a part of
+    # a triage or sweep has its parent's. Null: stored before submitters were kept.
+    sa.Column("submitter", sa.String(64), nullable=True),
+    # What its submission added to the store, in bytes (a submitter's budget counts them);
+    # null as submitter.
+    sa.Column("stored_bytes", sa.BigInteger, nullable=True),
+    # Why those environments (tvmrepro.choice); null: stored before it was kept.
+    sa.Column("environments_why", sa.Text, nullable=True),
+    sa.Index("jobs_submitter_created", "submitter", "created_at"),
 )
 
 runs = sa.Table(
@@ -130,6 +139,9 @@ bisections = sa.Table(
     sa.Column("result", sa.JSON, nullable=True),
     sa.Column("seen", sa.Integer, nullable=False, default=0),
     sa.Column("updated_at", sa.Float, nullable=False),
+    # The transitions' commit windows and suspects that the submitter's command line computed
+    # from a history of its own (`bisect --history`), read over the step's own.
+    sa.Column("windows", sa.JSON, nullable=True),
 )
 
 # The matrix's comparisons of a job, made once its runs are all done (`runs`: how many runs

@@ -61,6 +61,22 @@ class TriageRows(StoreBase):
             runs, finished = conn.execute(query).one()
         return {"runs": int(runs), "done": int(finished or 0)}
 
+    def parts_stamp(self, job_id: str) -> tuple[int, int, int, int]:
+        """What changes whenever a triage's or sweep's view may (one aggregate query, no
+        result read): its parts, its runs, those done and those still waiting. A run's result
+        never changes once it is done, so the view is the same while these are."""
+        done = sa.func.sum(sa.case((t.runs.c.state == RunState.DONE.value, 1), else_=0))
+        queued = sa.func.sum(sa.case((t.runs.c.state == RunState.QUEUED.value, 1), else_=0))
+        query = (sa.select(sa.func.count(t.runs.c.id), done, queued)
+                 .join(t.triage_reports, t.triage_reports.c.run_job == t.runs.c.job_id)
+                 .where(t.triage_reports.c.job_id == job_id))
+        parts = (sa.select(sa.func.count()).select_from(t.triage_reports)
+                 .where(t.triage_reports.c.job_id == job_id))
+        with self.engine.connect() as conn:
+            runs, finished, waiting = conn.execute(query).one()
+            count = conn.execute(parts).scalar_one()
+        return int(count), int(runs), int(finished or 0), int(waiting or 0)
+
     def triage_of(self, run_job: str) -> str | None:
         """The triage job that a run job belongs to (None: a job of its own)."""
         query = sa.select(t.triage_reports.c.job_id).where(t.triage_reports.c.run_job == run_job)

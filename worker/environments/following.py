@@ -1,7 +1,7 @@
 """A worker that serves the environments provisioned on its home serves new ones too.
 
-`tvmrepro up` (and `tvmrepro worker` without `--env`, or with `--also-provisioned`)
-serves every CPU environment provisioned on its home. One provisioned while it runs
+`tvmrepro up` and `tvmrepro worker` with `--also-provisioned` serve every CPU environment
+provisioned on their home (without it, the default set or `--env`'s only). One provisioned while it runs
 (`tvmrepro env provision ENV` in another terminal) is served within a look or two,
 without a restart: the worker records its fingerprint (the API checks pass names
 with it), lists it in its heartbeat (the API then accepts its jobs) and consumes its

@@ -1,13 +1,13 @@
 """Environment health: what a pinned wheel can do, decided by plain TVM, not by a list.
 
-A release's wheel can be broken for everyone: on apache-tvm 0.25.0rc0 every Relax VM creation
-fails (`AssertionError: Cannot find the source directory given ffi_dir`, from export_library),
-whatever the report. Each environment runs a canary when its fingerprint is taken (at
-provisioning, or by the worker that starts to serve it where the fingerprint has none): a tiny
-Relax module parsed, built, loaded in the VM and run, each capability recorded with the
-wheel's own error where it fails. A run that fails at the stage its environment's canary
-fails at, with the same error, is the environment's defect, never the report's: bisection
-skips it and names it, triage does not count it.
+A release's wheel can be broken for everyone: on one release candidate every Relax VM creation
+of a module with C source fails (`AssertionError: Cannot find the source directory given
+ffi_dir`, from export_library), whatever the report. Each environment runs a canary when its
+fingerprint is taken (at provisioning, and again where a fingerprint comes from an older
+canary): a tiny Relax module parsed, built, loaded in the VM and run, for LLVM and for C
+source, each capability recorded with the wheel's own error where it fails. A run that fails
+at the stage its environment's canary fails at, with the same error, is the environment's
+defect, never the report's: bisection skips it and names it.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def _canary(target):
     return found
 
 # LLVM's code, and C source (a module with C in it is compiled with TVM's headers at VM
-# creation: 0.25.0rc0's wheel cannot find them).
+# creation: a wheel that lacks them fails there).
 health = {**_canary("llvm"), **_canary("c")}
 '''
 NOT_REACHED = "not reached"

@@ -100,7 +100,8 @@ def wheels_for(env: Environment, wheelhouse: Path) -> list[Path]:
     return found
 
 
-def _link_or_copy(source: Path, dest: Path) -> None:
+def link_or_copy(source: Path, dest: Path) -> None:
+    """Put `source` at dest: a hard link where both are on one disk, else a copy."""
     try:
         os.link(source, dest)  # the same disk: no 100 MB copy per build
     except OSError:
@@ -113,7 +114,7 @@ def environment_context(env: Environment, dest: Path, wheelhouse: Path | None) -
     shutil.copytree(HARNESS_DIR, dest / "harness", ignore=shutil.ignore_patterns("__pycache__"))
     (dest / "wheels").mkdir()
     for wheel in wheels_for(env, wheelhouse) if wheelhouse else []:
-        _link_or_copy(wheel, dest / "wheels" / wheel.name)
+        link_or_copy(wheel, dest / "wheels" / wheel.name)
     return dest
 
 
@@ -128,11 +129,11 @@ def service_context(dest: Path, wheelhouse: Path | None) -> Path:
             shutil.copy2(source, dest / name)
     (dest / "wheels").mkdir()
     for wheel in sorted(wheelhouse.glob("*.whl")) if wheelhouse else []:
-        _link_or_copy(wheel, dest / "wheels" / wheel.name)
+        link_or_copy(wheel, dest / "wheels" / wheel.name)
     return dest
 
 
-def _stream_build(client: Any, context: Path, dockerfile: str, tag: str,
+def stream_build(client: Any, context: Path, dockerfile: str, tag: str,
                   buildargs: dict[str, str], offline: bool,
                   log: Callable[[str], None]) -> str:
     """Run one build, passing its output lines to `log`; the image id, or RuntimeFault."""
@@ -153,7 +154,8 @@ def _stream_build(client: Any, context: Path, dockerfile: str, tag: str,
     return image_id
 
 
-def _image_id(client: Any, tag: str) -> str | None:
+def tagged_image(client: Any, tag: str) -> str | None:
+    """The id of the image tagged `tag`, or None."""
     import docker.errors
 
     try:
@@ -162,7 +164,7 @@ def _image_id(client: Any, tag: str) -> str | None:
         return None
 
 
-def _remove_leftovers(client: Any, replaced: str | None) -> None:
+def remove_leftovers(client: Any, replaced: str | None) -> None:
     """Remove the build stages, and the image a rebuild replaced (unless a container uses it)."""
     import docker.errors
 
@@ -180,16 +182,16 @@ def build_environment_image(client: Any, settings: Settings, env: Environment,
     existing = current_image(client, env)
     if existing and not rebuild:
         return Built(env.image, existing, 0.0, built=False)
-    previous = _image_id(client, env.image)
+    previous = tagged_image(client, env.image)
     buildargs = {"PACKAGES": pins_text(env), "ENV_ID": env.id, "HARNESS_DIGEST": harness_digest(),
                  "BASE_IMAGE": base_image or env.base_image}
     started = time.monotonic()
     settings.home.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"build-{env.id}.", dir=settings.home) as tmp:
         context = environment_context(env, Path(tmp), wheelhouse)
-        image_id = _stream_build(client, context, "Dockerfile", env.image, buildargs,
+        image_id = stream_build(client, context, "Dockerfile", env.image, buildargs,
                                  offline=wheelhouse is not None, log=log)
-    _remove_leftovers(client, previous if previous != image_id else None)
+    remove_leftovers(client, previous if previous != image_id else None)
     return Built(env.image, image_id, time.monotonic() - started)
 
 
@@ -202,9 +204,9 @@ def build_service_image(client: Any, settings: Settings, wheelhouse: Path | None
     settings.home.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="build-service.", dir=settings.home) as tmp:
         context = service_context(Path(tmp), wheelhouse)
-        image_id = _stream_build(client, context, SERVICE_DOCKERFILE, tag, buildargs,
+        image_id = stream_build(client, context, SERVICE_DOCKERFILE, tag, buildargs,
                                  offline=wheelhouse is not None, log=log)
-    _remove_leftovers(client, None)
+    remove_leftovers(client, None)
     return Built(tag, image_id, time.monotonic() - started)
 
 
@@ -219,13 +221,14 @@ def _pip() -> list[str]:
 
 
 def download_wheels(requirements: Iterable[str], wheelhouse: Path, python_version: str,
-                    deps: bool = False) -> None:
-    """Download binary wheels for `requirements` (for Linux x86-64 CPython) into wheelhouse."""
+                    deps: bool = False, extra: Iterable[str] = ()) -> None:
+    """Download binary wheels for `requirements` (for Linux x86-64 CPython) into wheelhouse;
+    `extra`: more of pip's options (another index)."""
     wheelhouse.mkdir(parents=True, exist_ok=True)
     command = [*_pip(), "download", "--quiet", "--dest", str(wheelhouse), "--only-binary=:all:",
                "--python-version", python_version, "--platform", "manylinux_2_28_x86_64",
                "--platform", "manylinux2014_x86_64", "--platform", "linux_x86_64",
-               *([] if deps else ["--no-deps"]), *requirements]
+               *([] if deps else ["--no-deps"]), *extra, *requirements]
     proc = subprocess.run(command, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeFault(f"pip download failed:\n{proc.stderr.strip()[-4000:]}")

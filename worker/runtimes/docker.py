@@ -34,6 +34,7 @@ from tvmrepro.errors import RuntimeFault
 from tvmrepro.lifecycle import harness_digest
 from tvmrepro.liveness import process_token, token_alive
 from tvmrepro.settings import Settings
+from worker.environments.frontend_images import build_command
 from worker.environments.images import ENVIRONMENT_LABEL, HARNESS_LABEL, PACKAGES_LABEL, pins_text
 from worker.environments.provision import TVM_FACTS_PROBE
 from worker.runtimes.base import (
@@ -145,10 +146,11 @@ class DockerRuntime:
             print(f"tvmrepro: could not remove container {container_id[:12]}: {exc}", flush=True)
 
     def image_id(self, env: Environment) -> str:
-        """The id of env's image, checked to carry env's pins and this harness; else RuntimeFault."""
-        if env.id in self._images:
-            return self._images[env.id]
-        hint = f"build it with: tvmrepro images build {env.id}"
+        """The id of env's image (its frontend image, for a frontend flavour), checked to carry
+        every package env installs and this harness; else RuntimeFault naming the build."""
+        if env.key in self._images:
+            return self._images[env.key]
+        hint = f"build it with: {build_command(env)}"
         try:
             info = self.client.api.inspect_image(env.image)
         except docker.errors.ImageNotFound as exc:
@@ -156,13 +158,13 @@ class DockerRuntime:
         except docker.errors.DockerException as exc:
             raise RuntimeFault(f"cannot inspect image {env.image}: {exc}") from exc
         labels = (info.get("Config") or {}).get("Labels") or {}
-        if labels.get(PACKAGES_LABEL) != pins_text(env):
-            raise RuntimeFault(f"image {env.image} does not carry the pins of {env.id}; {hint}")
+        if labels.get(PACKAGES_LABEL) != pins_text(env):  # env.installed, frontends included
+            raise RuntimeFault(f"image {env.image} does not carry the pins of {env.key}; {hint}")
         # Its results would be cached under this harness's key: a stale harness must not run.
         if labels.get(HARNESS_LABEL) != harness_digest():
             raise RuntimeFault(f"image {env.image} carries harness {labels.get(HARNESS_LABEL)!r}, "
                                f"not this service's {harness_digest()}; {hint} --rebuild")
-        self._images[env.id] = info["Id"]
+        self._images[env.key] = info["Id"]
         self._harness[info["Id"]] = labels.get(HARNESS_LABEL)
         return str(info["Id"])
 
@@ -211,6 +213,8 @@ class DockerRuntime:
         finally:
             if sandbox is not None:
                 sandbox.discard()
+            if job.env.frontends:  # warm from its first run on: torch's import is its cost
+                self.warm.serve(job.env)
             self.warm.refill(job.env)  # once the run is over
 
     def _launch(self, job: SandboxJob, self_limit_s: float | None = None) -> DockerSandbox:
@@ -352,4 +356,4 @@ class DockerRuntime:
         except (ValueError, IndexError) as exc:
             raise RuntimeFault(f"TVM in image {env.image} does not import: {output[-2000:]!r}"
                                ) from exc
-        return {"id": env.id, "packages": env.packages, "image": env.image, **facts}
+        return {"id": env.id, "packages": env.installed, "image": env.image, **facts}

@@ -18,6 +18,7 @@ from docker.types import (
     Ulimit,
 )
 
+from tvmrepro.environments import Environment
 from tvmrepro.settings import Settings
 from worker.runtimes.base import PTYS_MAX, TMPFS_INODES, Limits, SandboxJob
 from worker.runtimes.commands import sandbox_environ
@@ -47,9 +48,10 @@ def harness_command(self_limit_s: float) -> list[str]:
             "python3", "-m", "harness", "--events", EVENTS_FILE, "--workdir", SCRATCH_DIR]
 
 
-def container_environ() -> dict[str, str]:
-    """What the case sees in the container: the local sandbox's scrubbed set, with image paths."""
-    return {**sandbox_environ(), "PATH": "/opt/tvm/bin:/usr/local/bin:/usr/bin:/bin",
+def container_environ(env: Environment | None = None) -> dict[str, str]:
+    """What the case sees in the container: the local sandbox's scrubbed set (with
+    FRONTENDS_VARIABLE in a frontend flavour's), with image paths."""
+    return {**sandbox_environ(env), "PATH": "/opt/tvm/bin:/usr/local/bin:/usr/bin:/bin",
             "PYTHONPATH": HARNESS_PATH}
 
 
@@ -96,7 +98,7 @@ def container_config(client: docker.DockerClient, job: SandboxJob, settings: Set
     config: ContainerConfig = client.api.create_container_config(
         image_id, command, user=SANDBOX_USER,
         detach=True,
-        environment=container_environ(), working_dir=SCRATCH_DIR, hostname="sandbox",
+        environment=container_environ(job.env), working_dir=SCRATCH_DIR, hostname="sandbox",
         labels=labels, network_disabled=True, stdin_open=True,
         host_config=sandbox_host_config(client, job, settings))
     # The case arrives on stdin, once: when the worker closes its side, stdin ends

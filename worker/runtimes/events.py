@@ -49,6 +49,9 @@ class Event(TypedDict, total=False):
     signature_message: str
     outputs: object
     reference_outputs: object
+    reference_kind: str
+    reference_note: str
+    reference_error: str
     harness_seconds: float
     run_seconds: float
     kind: str

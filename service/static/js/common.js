@@ -21,6 +21,14 @@ function append(node, children) {
   }
 }
 
+/** What a job is over: its environments, why those, and the releases of their device it did
+ * not probe (its answer says nothing of them). */
+export function overText(job) {
+  const why = job.environments_why ? ` (${job.environments_why})` : "";
+  const left = (job.not_probed || []).length ? `; not probed: ${job.not_probed.join(", ")}` : "";
+  return `On ${job.environments.join(", ") || "no environment"}${why}${left}.`;
+}
+
 /** Replace an element's children (text only for strings). */
 export function fill(node, ...children) {
   node.replaceChildren();
@@ -98,4 +106,18 @@ export function statusClass(status, state) {
 export function when(value) {
   const date = typeof value === "number" ? new Date(value * 1000) : new Date(value);
   return Number.isNaN(date.getTime()) ? String(value) : date.toLocaleString();
+}
+
+/**
+ * The pager of a triage's reports or a sweep's cases (the API gives a page a read: ?offset=):
+ * "1–50 of 200" with buttons for the pages before and after; `go(offset)` reads another.
+ */
+export function pager(node, page, unit, go) {
+  if (!page || (page.offset === 0 && page.next_offset === null)) return fill(node);
+  const last = page.offset + page.limit >= page.total ? page.total : page.offset + page.limit;
+  const before = page.offset > 0 ? Math.max(0, page.offset - page.limit) : null;
+  return fill(node, `${unit} ${page.total ? page.offset + 1 : 0}\u2013${last} of ${page.total} `,
+    el("button", { type: "button", class: "small", disabled: before === null, onclick: () => go(before) }, "previous"),
+    " ",
+    el("button", { type: "button", class: "small", disabled: page.next_offset === null, onclick: () => go(page.next_offset) }, "next"));
 }

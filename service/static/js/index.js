@@ -12,6 +12,7 @@ const files = new CaseFiles($("file-list"), { files: Number(caps.maxFiles), file
 let loaded = {};          // the fields of a loaded case that the form has no input for
 let passNames = {};       // environment id -> its TVM's pass names
 let environments = [];
+let defaultWhy = "the default";  // what the default set is, as the service says
 
 const editor = new EditorView({
   parent: $("editor"),
@@ -113,10 +114,16 @@ function renderEnvironments() {
   const list = $("environments");
   const previous = new Map([...list.querySelectorAll("input")].map((i) => [i.value, i.checked]));
   const shown = environments.filter((e) => (!device || e.device === device) && (idle || e.workers > 0));
+  // Ticked at first: the default set, as a job that names none gets it (of it, those served);
+  // every served one only where no release of the default set is served.
+  const anyDefault = shown.some((e) => e.default && e.workers > 0);
+  const ticked = (e) => e.workers > 0 && (e.default || !anyDefault);
+  fill($("environments-why"), anyDefault ? `Ticked: ${defaultWhy} (those a worker serves).`
+    : "No release of the default set has a worker: ticked, every one that has.");
   fill(list, shown.length ? shown.map((env) => el("label", { class: env.workers ? "env" : "env idle" },
     el("input", { type: "checkbox", name: "environment", value: env.id,
-                  checked: previous.get(env.id) ?? env.workers > 0, onchange: updatePassNames }),
-    el("code", {}, env.id),
+                  checked: previous.get(env.id) ?? ticked(env), onchange: updatePassNames }),
+    el("code", {}, env.id), env.default ? el("span", { class: "badge default" }, "default") : null,
     el("span", { class: "hint" }, env.workers ? `${env.workers} worker${env.workers > 1 ? "s" : ""}` : "no worker",
        env.state === "building" ? ", building its image" : "",
        env.waiting ? `, ${env.waiting} waiting` : ""))) :
@@ -196,6 +203,7 @@ async function start() {
   renderVariants($("variants"), [{ name: "default", passes: [""] }]);
   const [envs, passes] = await Promise.all([api("/api/v1/environments"), api("/api/v1/passes")]);
   environments = envs.environments;
+  defaultWhy = envs.default_why || defaultWhy;
   passNames = passes.environments;
   renderEnvironments();
 }

@@ -1,6 +1,6 @@
 // A job's page: the matrix (live while runs finish), groups, IR diffs, a cell's details, the report.
 import { openCell } from "./cell.js";
-import { api, cancelToken, el, fill, nextView, statusClass, when } from "./common.js";
+import { api, cancelToken, el, fill, nextView, overText, statusClass, when } from "./common.js";
 import { reportMarkdown } from "./report.js";
 import { renderJobFiles } from "./files.js";
 import { narrowButton, renderNarrowing } from "./narrow.js";
@@ -121,6 +121,7 @@ function renderHead(job) {
   badge.className = `badge job-${job.status}`;
   fill(badge, job.status);
   const cached = job.cached_runs ? `, ${job.cached_runs} from the cache` : "";
+  fill($("job-over"), overText(job));
   fill($("job-meta"), `${job.kind} job \u00b7 ${job.runs.length} run${job.runs.length === 1 ? "" : "s"}${cached} \u00b7 ${when(job.created_at)}`);
   if (job.kind === "run") {
     $("bisect-actions").hidden = false;

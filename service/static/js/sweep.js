@@ -1,5 +1,5 @@
 // A sweep job's page: every stored case on the older and the new environment, and what changed.
-import { api, el, fill, statusClass, when } from "./common.js";
+import { api, el, fill, pager, statusClass, when } from "./common.js";
 
 const $ = (id) => document.getElementById(id);
 const jobId = document.querySelector("script[data-job]").dataset.job;
@@ -7,6 +7,8 @@ const base = `/api/v1/jobs/${encodeURIComponent(jobId)}`;
 const POLL_MS = 1000;
 const MAX_POLL_MS = 5000;
 let poll = POLL_MS;
+let offset = 0; // the first case of the page shown (the API gives a page a read)
+let timer = null;
 
 const CHANGE_CLASS = { fixed: "st-ok", regressed: "st-error", new_signature: "st-crash" };
 
@@ -33,11 +35,15 @@ function render(job) {
       el("td", {}, el("code", {}, line.variant)), outcomeCell(line.old), outcomeCell(line.new),
       el("td", {}, el("span", { class: `badge ${CHANGE_CLASS[line.change] || "st-incompatible"}` },
         line.change.replaceAll("_", " ")))))));
+  pager($("case-pages"), sweep.page, "cases", (start) => { offset = start; load(); });
+  fill($("sweep-more"), sweep.next_offset === null || sweep.next_offset === undefined ? "" :
+    `The store held more stored cases than one sweep runs: a sweep with "offset": ${sweep.next_offset} runs the next ones.`);
 }
 
 async function load() {
+  clearTimeout(timer);
   try {
-    const job = await api(base);
+    const job = await api(`${base}?offset=${offset}`);
     $("job-error").hidden = true;
     render(job);
     if (job.sweep.finished) return;
@@ -46,7 +52,7 @@ async function load() {
     fill($("job-error"), `Could not read the sweep: ${exc.message}`);
     if (exc.status === 404) return;
   }
-  setTimeout(load, poll);
+  timer = setTimeout(load, poll);
   poll = Math.min(MAX_POLL_MS, poll * 1.1);
 }
 

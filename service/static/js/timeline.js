@@ -66,6 +66,8 @@ function windowItem(t) {
   return el("section", { class: "window", "data-after": t.after },
     el("h4", {}, `${t.before} → ${t.after}: ${w.commits} commits${picked}`),
     w.compare_url ? el("a", { href: w.compare_url, rel: "noopener" }, "compare on GitHub") : null,
+    w.history ? el("p", { class: "hint history" },
+      `History: ${w.history}${w.history_newest ? `, newest commit ${w.history_newest.slice(0, 10)}` : ""}`) : null,
     w.open_ended ? el("p", { class: "hint open-ended" }, `Open-ended: ${w.missing}`) : null,
     (t.suspects || []).length
       ? el("ol", { class: "suspects" }, t.suspects.map((s) => el("li", {},

@@ -1,6 +1,6 @@
 // A triage job's page: each report's verdict (live while its runs finish), the groups of
 // reports that fail with one signature, and the audit of the issues' states.
-import { api, cancelToken, el, fill, statusClass, when } from "./common.js";
+import { api, cancelToken, el, fill, overText, pager, statusClass, when } from "./common.js";
 
 const $ = (id) => document.getElementById(id);
 const jobId = document.querySelector("script[data-job]").dataset.job;
@@ -8,6 +8,8 @@ const base = `/api/v1/jobs/${encodeURIComponent(jobId)}`;
 const POLL_MS = 1000;
 const MAX_POLL_MS = 5000;
 let poll = POLL_MS;
+let offset = 0; // the first report of the page shown (the API gives a page a read)
+let timer = null;
 
 const named = (number) => (number === null || number === undefined ? "the report" : `#${number}`);
 
@@ -44,6 +46,7 @@ function renderVerdicts(job) {
     el("tbody", {}, triage.reports.map((line, i) => verdictRow(line, i, triage))));
   const left = triage.progress.reports - triage.progress.reports_done;
   fill($("pending"), left ? `${left} report${left === 1 ? "" : "s"} still running or waiting for a worker.` : "");
+  pager($("report-pages"), triage.page, "reports", (start) => { offset = start; load(); });
 }
 
 function renderGroups(triage) {
@@ -68,6 +71,7 @@ function render(job) {
   fill($("job-status"), job.status);
   const p = triage.progress;
   fill($("triage-progress"), `triage job \u00b7 ${p.reports_done} of ${p.reports} reports done (${p.runs_done} of ${p.runs} runs) \u00b7 ${when(job.created_at)}`);
+  fill($("job-over"), overText(job));
   $("cancel-job").hidden = triage.finished || !cancelToken(job.id);
   renderVerdicts(job);
   renderGroups(triage);
@@ -92,8 +96,9 @@ async function cancelJob() {
 }
 
 async function load() {
+  clearTimeout(timer);
   try {
-    const job = await api(base);
+    const job = await api(`${base}?offset=${offset}`);
     showError("");
     render(job);
     if (job.triage.finished) return;
@@ -101,7 +106,7 @@ async function load() {
     showError(`Could not read the triage: ${exc.message}`);
     if (exc.status === 404) return;
   }
-  setTimeout(load, poll);
+  timer = setTimeout(load, poll);
   poll = Math.min(MAX_POLL_MS, poll * 1.1);
 }
 

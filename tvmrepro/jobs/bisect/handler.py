@@ -8,6 +8,7 @@ import uuid
 from tvmrepro.api.requests import BisectRequest
 from tvmrepro.api.views import Bisection, JobView
 from tvmrepro.cases import Case
+from tvmrepro.choice import NAMED_WHY, SERVED_WHY
 from tvmrepro.environments import Catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.jobs.bisect import BISECT
@@ -43,6 +44,11 @@ def options_of(sub: Submission, request: BisectRequest) -> tuple[Case, Options]:
     return case, options
 
 
+def range_why(request: BisectRequest) -> str:
+    """Why a bisection's range is what it is: named, or every release a live worker serves."""
+    return NAMED_WHY if isinstance(request.environments, list) else SERVED_WHY
+
+
 def start_bisect(sub: Submission, request: BisectRequest) -> str:
     """Store a bisect job with its first probes and publish them; its id (QueueFull: nothing
     stored)."""
@@ -50,7 +56,8 @@ def start_bisect(sub: Submission, request: BisectRequest) -> str:
     job = JobRow(id=uuid.uuid4().hex, kind=BISECT, title=case.title,
                  case=case.model_dump(mode="json", exclude_defaults=True),
                  environments=options.environments, variants=[options.variant],
-                 bypass_cache=options.bypass_cache, created_at=sub.now)
+                 bypass_cache=options.bypass_cache, created_at=sub.now,
+                 environments_why=range_why(request))
     sub.publish(start(sub.store, job, case, options, sub.catalog, sub.cap))
     return job.id
 

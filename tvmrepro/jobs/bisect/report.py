@@ -90,6 +90,10 @@ def _window(change: BisectTransition) -> list[str]:
     lines = [f"  - Commit window: {span.commits} commits from "
              f"{code_span((span.from_commit or '?')[:10])} to "
              f"{code_span((span.to_commit or '?')[:10])}{picked}{link}."]
+    if span.history:  # which history, and how fresh: a window is only as new as its history
+        newest = f", newest commit {code_span(span.history_newest[:10])}" \
+            if span.history_newest else ""
+        lines.append(f"  - History: {code_span(span.history)}{newest}.")
     if span.open_ended:
         lines.append(f"  - Open-ended: {code_span(span.missing or '')}.")
     suspects = (change.suspects or [])[:TOP_SUSPECTS]

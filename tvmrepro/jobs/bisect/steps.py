@@ -21,6 +21,7 @@ from typing import Any
 from tvmrepro.api.views import Bisection
 from tvmrepro.cases import Case, parse_case
 from tvmrepro.environments import Catalog, default_catalog
+from tvmrepro.jobs.bisect.given import given_over
 from tvmrepro.jobs.bisect.logic import Observation, Options, bisect_rounds, initial_probes
 from tvmrepro.jobs.bisect.windows import annotate, configured_history
 from tvmrepro.jobs.kind import Publish
@@ -164,4 +165,7 @@ def current(store: Store, job: JobRow) -> Bisection | None:
     result and the step) is caught up by the recovery sweep, not by a read."""
     row = store.bisection(job.id)
     found = row["result"] if row is not None else None
-    return Bisection.model_validate(found) if found is not None else None
+    if found is None:
+        return None
+    # The submitter's own windows and suspects (`bisect --history`) over the step's.
+    return Bisection.model_validate(given_over(found, (row or {}).get("windows")))

@@ -11,24 +11,31 @@ call `annotate`; the history named by TVMREPRO_TVM_HISTORY is opened once per pr
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from tvmrepro.errors import ReproError
-from tvmrepro.history import History, Window, open_history, window
+from tvmrepro.history import HOME_INDEX, History, Window, open_history, window
 from tvmrepro.jobs.bisect.suspects import evidence, rank
+from tvmrepro.jobs.bounded import TooSlow, within
+from tvmrepro.results import FAILING
 from tvmrepro.settings import Settings
 
 log = logging.getLogger(__name__)
+# What reading the failing runs' text (tvmrepro.jobs.bounded) may take in one bisection's step,
+# all its transitions together: past it, the transitions left get their windows, no suspects.
+SUSPECTS_BUDGET_S = 5.0
 # A probe's first run's full result (with "log_text" where the log is known), by environment.
 ResultOf = Callable[[str], dict[str, Any] | None]
 
 
 @lru_cache(maxsize=4)
-def _opened(spec: str | None, home: str) -> History | None:
-    from pathlib import Path
-
+def _opened(spec: str | None, home: str, stamp: int = 0) -> History | None:
+    # `stamp`: the home index's mtime, so that a running service takes the one that
+    # `tvmrepro history update` writes at its next bisection.
     return open_history(spec, Path(home))
 
 
@@ -37,7 +44,9 @@ def configured_history(settings: Settings | None = None) -> History | None:
     none or it cannot be read (logged: a bisection still answers without suspects)."""
     settings = settings or Settings.from_env()
     try:
-        return _opened(settings.tvm_history, str(settings.home))
+        index = settings.home / HOME_INDEX
+        stamp = index.stat().st_mtime_ns if not settings.tvm_history and index.is_file() else 0
+        return _opened(settings.tvm_history, str(settings.home), stamp)
     except ReproError as exc:
         log.warning("no commit history for suspects: %s", exc)
         return None
@@ -61,6 +70,7 @@ def annotate(found: dict[str, Any], result_of: ResultOf, case: dict[str, Any],
     if history is None:
         return found
     commits = commits or {}
+    deadline = time.monotonic() + SUSPECTS_BUDGET_S  # every transition's, together
     for change in found.get("transitions") or []:
         before, after = result_of(change["before"]), result_of(change["after"])
         try:
@@ -73,11 +83,18 @@ def annotate(found: dict[str, Any], result_of: ResultOf, case: dict[str, Any],
             continue
         # The failing side: the later release of a regression, the earlier one of a fix.
         regression = change["to"] == "bad"
-        failing = after if regression else before
+        failing, other = (after, before) if regression else (before, after)
         if failing is not None and failing.get("status") == "ok":
             failing = None  # a wrong result: no frame, only what the case exercises
-        clues = evidence("regression" if regression else "fix", failing, case,
-                         found.get("variant"))
-        change["window"] = span.to_json(history.name)
-        change["suspects"] = [s.to_json() for s in rank(span.commits, clues, span.picked)]
+        # Both sides fail (a signature or regex oracle): what changed is the error's wording.
+        reworded = (other or {}).get("status") in FAILING
+        change["window"] = span.to_json(history.name) | {"history_newest": history.newest()}
+        try:
+            with within(deadline - time.monotonic()):
+                clues = evidence("regression" if regression else "fix", failing, case,
+                                 found.get("variant"), reworded=reworded)
+                change["suspects"] = [s.to_json() for s in rank(span.commits, clues, span.picked)]
+        except TooSlow as exc:  # a forged message or log costs its suspects, never the step
+            log.warning("no suspects for %s -> %s: %s", change["before"], change["after"], exc)
+            change["suspects"] = []
     return found

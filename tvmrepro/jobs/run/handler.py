@@ -22,7 +22,8 @@ from tvmrepro.store.rows import JobRow
 def start(sub: Submission, request: RunRequest) -> str:
     """Store a run job with its runs and publish those that wait for a worker; its id."""
     case = sub.case(request)
-    envs = sub.environments(request.environments)
+    chosen = sub.choose(request)
+    envs = chosen.environments
     planned = fan_out(case, envs, sub.store.fingerprints(), request.variants, case_field="case")
     variants = list(dict.fromkeys(run.variant for run in planned))
     sub.check_served(envs, request)
@@ -32,7 +33,8 @@ def start(sub: Submission, request: RunRequest) -> str:
     job = JobRow(id=uuid.uuid4().hex, kind=RUN, title=case.title,
                  case=case.model_dump(mode="json", exclude_defaults=True),
                  environments=[env.id for env in envs], variants=variants,
-                 bypass_cache=request.bypass_cache, created_at=sub.now)
+                 bypass_cache=request.bypass_cache, created_at=sub.now,
+                 environments_why=chosen.why)
     runs = sub.runs(job.id, case, planned, request.bypass_cache)
     submit(sub.store, job, runs, sub.cap)
     sub.published(runs)

@@ -7,9 +7,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from tvmrepro.api.pages import PageAsked
 from tvmrepro.api.requests import SweepRequest, TriageRequest
 from tvmrepro.api.views import JobView
 from tvmrepro.cases import Case
+from tvmrepro.choice import over_fields
 from tvmrepro.environments import Catalog, Environment
 from tvmrepro.errors import BadInput, NotServed
 from tvmrepro.jobs.fanout import fan_out
@@ -19,18 +21,22 @@ from tvmrepro.jobs.run import RUN
 from tvmrepro.jobs.submission import Submission
 from tvmrepro.jobs.tracker import SWEEP, TRIAGE
 from tvmrepro.jobs.tracker.importing import ImportedReport
+from tvmrepro.jobs.tracker.links import tracker_link
+from tvmrepro.jobs.tracker.paging import MEMO, sweep_page, triage_page
 from tvmrepro.jobs.tracker.report import render_sweep, render_triage
 from tvmrepro.jobs.tracker.steps import (
     MakeRuns,
     part_runs,
     read_sweep,
     read_triage,
+    records_known_issues,
     store_sweep,
     store_triage,
 )
 from tvmrepro.jobs.tracker.sweep import previous_environment, stored_cases
 from tvmrepro.jobs.tracker.triage_job import REPORTS_FIELD, reports_of_request
 from tvmrepro.jobs.views import iso
+from tvmrepro.settings import variable_name
 from tvmrepro.store import Store
 from tvmrepro.store.rows import JobRow, RunRow
 
@@ -61,18 +67,28 @@ def triage_title(reports: list[ImportedReport]) -> str:
 
 def start_triage(sub: Submission, request: TriageRequest) -> str:
     """A triage job: a run job per report with code, its runs on every environment (oldest
-    first), all admitted at once; its id."""
-    reports = reports_of_request(request.reports)
-    envs = sorted(sub.environments(request.environments), key=lambda env: env.version)
+    first), all admitted at once; its id. At most TVMREPRO_MAX_TRIAGE_REPORTS reports; a
+    report's address only where it is on the tracker (tvmrepro.jobs.tracker.links)."""
+    cap = sub.settings.max_triage_reports
+    if len(request.reports) > cap:  # before any is read: refusing costs little
+        raise BadInput(REPORTS_FIELD, f"a triage takes at most {cap} reports "
+                                      f"({variable_name('max_triage_reports')}), got "
+                                      f"{len(request.reports)}: triage them in parts")
+    tracker = sub.settings.tracker_url
+    reports = [report.model_copy(update={"url": tracker_link(report.url, tracker)})
+               for report in reports_of_request(request.reports)]
+    chosen = sub.choose(request)
+    envs = sorted(chosen.environments, key=lambda env: env.version)
     sub.check_served(envs, request)
     # A report's files (`import --attachments`) are stored as a run job's are.
     cases = [sub.stored_files(report_case(report, index), f"{REPORTS_FIELD}[{index}]")
              if report.script is not None else None for index, report in enumerate(reports)]
     parent = JobRow(id=uuid.uuid4().hex, kind=TRIAGE, title=triage_title(reports), case={},
                     environments=[env.id for env in envs], variants=[],
-                    bypass_cache=request.bypass_cache, created_at=sub.now)
+                    bypass_cache=request.bypass_cache, created_at=sub.now,
+                    environments_why=chosen.why)
     sub.published(store_triage(sub.store, parent, reports, cases, envs,
-                               part_maker(sub, request.bypass_cache), sub.cap))
+                               part_maker(sub, request.bypass_cache), sub.cap, tracker))
     return parent.id
 
 
@@ -93,8 +109,13 @@ def start_sweep(sub: Submission, request: SweepRequest) -> str:
     holds read from the cache, the rest run; its id."""
     old, new = sweep_environments(sub, request)
     cases = stored_cases(sub.store.jobs_of_kind(RUN))
-    job_id, runs = store_sweep(sub.store, cases, old, new, part_maker(sub, False), sub.cap,
-                               sub.now)
+    if request.offset and request.offset >= len(cases):
+        raise BadInput("offset", f"the store holds {len(cases)} stored cases: an offset is "
+                                 f"from 0 to {max(0, len(cases) - 1)}")
+    # At most TVMREPRO_MAX_SWEEP_CASES of them: a store holding more is swept in parts.
+    chosen = cases[request.offset:request.offset + sub.settings.max_sweep_cases]
+    job_id, runs = store_sweep(sub.store, chosen, old, new, part_maker(sub, False), sub.cap,
+                               sub.now, (request.offset, len(cases)))
     sub.published(runs)
     return job_id
 
@@ -105,19 +126,32 @@ def parts_view(store: Store, job: JobRow, **answer: Any) -> JobView:
     runs = part_runs(store, job.id)
     return JobView(
         id=job.id, kind=job.kind, title=job.title, status=job_status(runs),
-        created_at=iso(job.created_at), environments=job.environments, variants=[],
+        created_at=iso(job.created_at), environments=job.environments,
+        **over_fields(job.environments, job.environments_why), variants=[],
         bypass_cache=job.bypass_cache, cached_runs=sum(run.cached for run in runs), runs=[],
         matrix=build_matrix(job, []), case={}, **answer)
 
 
 def triage_view(store: Store, job: JobRow) -> JobView:
     """A triage job's view: its answer over the reports whose runs are all done."""
-    return parts_view(store, job, triage=read_triage(store, job))
+    answer = read_triage(store, job).model_copy(
+        update={"records_known_issues": records_known_issues(job)})
+    return parts_view(store, job, triage=answer)
 
 
 def sweep_view(store: Store, job: JobRow) -> JobView:
     """A sweep job's view: its answer over the stored cases whose two runs are done."""
     return parts_view(store, job, sweep=read_sweep(store, job))
+
+
+def triage_view_page(store: Store, job: JobRow, page: PageAsked) -> JobView:
+    """A triage job's view with a page of its reports (tvmrepro.jobs.tracker.paging)."""
+    return triage_page(MEMO.view(store, job, triage_view), page)
+
+
+def sweep_view_page(store: Store, job: JobRow, page: PageAsked) -> JobView:
+    """A sweep job's view with a page of its stored cases."""
+    return sweep_page(MEMO.view(store, job, sweep_view), page)
 
 
 def triage_section(job: JobView, catalog: Catalog) -> list[str]:
@@ -132,7 +166,7 @@ def sweep_section(job: JobView, catalog: Catalog) -> list[str]:
 
 TRIAGE_KIND = Kind(
     name=TRIAGE, start=start_triage, read=triage_view, cli="cli.commands.tracker:wait_triage",
-    report=triage_section, template="triage.html", parts=True)
+    report=triage_section, template="triage.html", parts=True, read_page=triage_view_page)
 SWEEP_KIND = Kind(
     name=SWEEP, start=start_sweep, read=sweep_view, cli="cli.commands.sweep:wait_sweep",
-    report=sweep_section, template="sweep.html", parts=True)
+    report=sweep_section, template="sweep.html", parts=True, read_page=sweep_view_page)

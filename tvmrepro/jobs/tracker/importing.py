@@ -19,6 +19,8 @@ from tvmrepro.attachments import WITH_CONTENTS, Attachment, read_files
 from tvmrepro.cases import Case, parse_case
 from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
+from tvmrepro.jobs.bounded import bounded, time_bounded
+from tvmrepro.jobs.tracker.identity import issue_identity, repo_of
 from tvmrepro.jobs.tracker.markdown import (
     Block,
     fenced_blocks,
@@ -30,15 +32,19 @@ from tvmrepro.jobs.tracker.markdown import (
 from tvmrepro.jobs.tracker.modules import module_case
 
 EXPORT_FIELDS = ("number", "title", "state", "body", "url")
+MARKDOWN_SUFFIXES = (".md", ".markdown", ".txt", "")
+# What reading one report may take (tvmrepro.jobs.bounded): a body made to make the patterns
+# below backtrack is refused (TooSlow, a BadInput), never read for minutes.
+IMPORT_BUDGET_S = 1.0
 _PYTHON_TAGS = {"", "python", "py", "python3", "ipython", "pycon"}
 # Sections whose blocks show what happened, not what to run ("Actual behavior", "Error log";
 # not "Steps to reproduce the error").
-_OUTPUT_SECTION = re.compile(r"^\W*(actual|expected|output|error|log|result|trace|crash)",
-                             re.IGNORECASE)
-_TRACEBACK = re.compile(r"^\s*(Traceback \(most recent call last\)|File \".*\", line \d+)",
-                        re.MULTILINE)
+_OUTPUT_SECTION = bounded(r"^\W*(actual|expected|output|error|log|result|trace|crash)",
+                          re.IGNORECASE)
+_TRACEBACK = bounded(r"^\s*(Traceback \(most recent call last\)|File \".*\", line \d+)",
+                     re.MULTILINE)
 # Files a script reads that a body cannot hold (models, inputs, weights).
-_DATA_FILE = re.compile(r"\.(onnx|pkl|pickle|pt|pth|tflite|pb|npy|npz|params|h5|bin|so|tar)$")
+_DATA_FILE = bounded(r"\.(onnx|pkl|pickle|pt|pth|tflite|pb|npy|npz|params|h5|bin|so|tar)$")
 
 
 class ImportedReport(BaseModel):
@@ -48,9 +54,16 @@ class ImportedReport(BaseModel):
     title: str
     state: str | None
     url: str | None
+    # "apache/tvm", from the issue's address or its `owner/repo#N`.
+    repo: str | None = None
+    # Where each of number, title, state, url and repo came from: "export", "gh issue view",
+    # "heading", "text" or "file name" (one issue's Markdown reads them in that order).
+    identity_from: dict[str, str] = Field(default_factory=dict)
     tvm_version: str | None
     quoted_error: str | None
     quoted_error_type: str | None
+    # The stage its quoted traceback shows the error was raised in ("build"), where it shows.
+    quoted_stage: str | None = None
     script: str | None
     no_code: str | None  # why there is no runnable script (None when there is one)
     # The case JSON in module mode, where the script is a module, its passes and a build.
@@ -184,8 +197,11 @@ def why_no_code(blocks: list[Block], script: str | None,
     return None
 
 
+@time_bounded(IMPORT_BUDGET_S)
 def import_body(body: str, number: int | None = None, title: str = "", state: str | None = None,
-                url: str | None = None, attachments: Path | None = None) -> ImportedReport:
+                url: str | None = None, attachments: Path | None = None, *,
+                repo: str | None = None,
+                identity_from: dict[str, str] | None = None) -> ImportedReport:
     """One report from its Markdown body (`attachments`: a folder of the files its script
     reads, as downloaded from the issue)."""
     blocks = fenced_blocks(body)
@@ -198,9 +214,11 @@ def import_body(body: str, number: int | None = None, title: str = "", state: st
         or titled_error(title)
     label = f"#{number}" if number is not None else title
     return ImportedReport(number=number, title=title, state=state, url=url,
+                          repo=repo or repo_of(url), identity_from=identity_from or {},
                           tvm_version=stated_version(body),
                           quoted_error=quoted.line if quoted else None,
                           quoted_error_type=quoted.error_type if quoted else None,
+                          quoted_stage=quoted.stage if quoted else None,
                           script=None if reason else script, no_code=reason,
                           module_case=None if reason or script is None
                           else valid_module_case(script, label),
@@ -239,8 +257,23 @@ def export_entry(item: Any, index: int, prefix: str = "",
     state = item.get("state")
     if state is not None and state.upper() not in ("OPEN", "CLOSED"):
         raise BadInput(f"{where}.state", f"must be OPEN or CLOSED, got {state[:40]!r}")
+    given = {name: "export" for name in ("number", "title", "state", "url")
+             if item.get(name) not in (None, "")}
     return import_body(item["body"], number, item.get("title") or "",
-                       state.upper() if state else None, item.get("url"), attachments)
+                       state.upper() if state else None, item.get("url"), attachments,
+                       identity_from=given | ({"repo": "export"} if repo_of(item.get("url"))
+                                              else {}))
+
+
+@time_bounded(IMPORT_BUDGET_S)
+def import_markdown(text: str, file_name: str | None = None, attachments: Path | None = None,
+                    where: str = "") -> ImportedReport:
+    """One issue's Markdown, or `gh issue view N` printed to a file: who it is from its `gh`
+    header, its `# title` heading, its own address or `owner/repo#N` in its prose, then
+    `file_name` (identity.issue_identity), and its report from the body below them."""
+    found = issue_identity(text, file_name, where)
+    return import_body(found.body, found.number, found.title or "", found.state, found.url,
+                       attachments, repo=found.repo, identity_from=found.sources)
 
 
 def import_export(data: Any, attachments: Path | None = None) -> list[ImportedReport]:
@@ -256,9 +289,10 @@ def import_export(data: Any, attachments: Path | None = None) -> list[ImportedRe
 
 
 def import_file(path: Path, attachments: Path | None = None) -> list[ImportedReport]:
-    """The reports of an export (.json) or of one issue's Markdown (.md, its number from a
-    file name such as 17357.md); the files their scripts name from the folder `attachments`
-    (in a subfolder named by the issue's number, or in the folder itself)."""
+    """The reports of an export (.json) or of one issue's Markdown (.md, .txt or no suffix:
+    also `gh issue view N` printed to a file; import_markdown); the files their scripts name
+    from the folder `attachments` (in a subfolder named by the issue's number, or in the
+    folder itself)."""
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
@@ -269,8 +303,7 @@ def import_file(path: Path, attachments: Path | None = None) -> list[ImportedRep
         except json.JSONDecodeError as exc:
             raise BadInput(str(path), f"not JSON: {exc.msg} at line {exc.lineno} "
                                       f"column {exc.colno}") from exc
-    if path.suffix in (".md", ".markdown"):
-        digits = re.fullmatch(r"\D*(\d+)", path.stem)
-        return [import_body(text, int(digits.group(1)) if digits else None, path.stem,
-                            attachments=attachments)]
-    raise BadInput(str(path), "expected an issue export (.json) or one issue's Markdown (.md)")
+    if path.suffix in MARKDOWN_SUFFIXES:
+        return [import_markdown(text, path.stem, attachments, f"{path}: ")]
+    raise BadInput(str(path), "expected an issue export (.json) or one issue's Markdown (.md, "
+                              "or `gh issue view N` output: .md, .txt)")

@@ -4,18 +4,21 @@ sits in), the TVM version it states, and the error it quotes."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-_FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^`\n]*)$")
-_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(?P<text>.+?)\s*#*\s*$")
+from tvmrepro.jobs.bounded import bounded
+from tvmrepro.jobs.tracker.stages import traceback_stage
+
+_FENCE = bounded(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^`\n]*)$")
+_HEADING = bounded(r"^\s{0,3}#{1,6}\s+(?P<text>.+?)\s*#*\s*$")
 # "TVM: 0.17.dev0", "TVM version: `0.22.0`", "tvm: v0.14.dev0-595-gfa0d35b", "TVM v0.18.0 built..."
-_VERSION = re.compile(r"\btvm(?:\s+version)?\s*[:=]?\s*`?v?(?P<v>\d+\.\d+(?:\.[0-9A-Za-z]+)*)",
-                      re.IGNORECASE)
+_VERSION = bounded(r"\btvm(?:\s+version)?\s*[:=]?\s*`?v?(?P<v>\d+\.\d+(?:\.[0-9A-Za-z]+)*)",
+                   re.IGNORECASE)
 # The last line of a traceback: `tvm.error.InternalError: ...`, `TVMError: ...`, `ValueError: ...`.
-_ERROR_LINE = re.compile(r"^\s*(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception))"
-                         r"\s*:\s*(?P<message>\S.*)$")
-_CRASH_LINE = re.compile(r"segmentation fault|segfault|core dumped|SIGSEGV|SIGABRT|Aborted \(core",
-                         re.IGNORECASE)
+_ERROR_LINE = bounded(r"^\s*(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception))"
+                      r"\s*:\s*(?P<message>\S.*)$")
+_CRASH_LINE = bounded(r"segmentation fault|segfault|core dump|SIGSEGV|SIGABRT|Aborted \(core",
+                      re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class QuotedError:
 
     error_type: str  # e.g. "InternalError", or "crash"
     message: str
+    stage: str | None = None  # where its traceback shows it was raised ("build"), if it shows
 
     @property
     def line(self) -> str:
@@ -120,5 +124,6 @@ def quoted_error(blocks: list[Block], prose: str) -> QuotedError | None:
     for block in blocks:
         found = last_error_line(block.text)
         if found is not None:
-            return found
-    return last_error_line(prose)
+            return replace(found, stage=traceback_stage(block.text))
+    found = last_error_line(prose)
+    return replace(found, stage=traceback_stage(prose)) if found is not None else None

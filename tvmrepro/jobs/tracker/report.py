@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from tvmrepro.choice import over_markdown
 from tvmrepro.escaping import code_span, table_cell
 from tvmrepro.jobs.tracker.sweep import Change, SweepJobAnswer
 from tvmrepro.jobs.tracker.triage_job import TriageJobAnswer
@@ -44,6 +45,7 @@ def render_triage(answer: TriageJobAnswer, job_id: str, title: str) -> str:
         f" (so far: {progress.reports_done} of {progress.reports} reports done)"
     lines = [f"**Triage of {progress.reports} reports on {len(answer.environments)} pinned TVM "
              f"environment(s){done}**: {title and code_span(title)}, job {code_span(job_id)}.",
+             "", over_markdown(answer.environments, answer.environments_why, answer.not_probed),
              "", *_rows(answer), ""]
     shared = [group for group in answer.groups if len(group.reports) > 1]
     if shared:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tvmrepro.cases import Case, parse_case
+from tvmrepro.choice import over_fields
 from tvmrepro.environments import Environment
 from tvmrepro.jobs.kind import Publish
 from tvmrepro.jobs.run import RUN
@@ -19,12 +20,15 @@ from tvmrepro.jobs.settling import submit_jobs
 from tvmrepro.jobs.tracker import SWEEP, TRIAGE
 from tvmrepro.jobs.tracker.importing import ImportedReport
 from tvmrepro.jobs.tracker.known import known_issues
+from tvmrepro.jobs.tracker.links import issue_url
 from tvmrepro.jobs.tracker.sweep import StoredCase, SweepJobAnswer, sweep_job_answer
 from tvmrepro.jobs.tracker.triage import TriageAnswer, Verdict
 from tvmrepro.jobs.tracker.triage_job import TriageJobAnswer, triage_job_answer
+from tvmrepro.settings import Settings
 from tvmrepro.store import Store
 from tvmrepro.store.rows import JobRow, RunRow
 from tvmrepro.store.triages import TriageReportRow
+from tvmrepro.submitters import MAINTAINER
 
 log = logging.getLogger(__name__)
 # A part's runs on the environments, made as a run job's are (cache hits included).
@@ -48,7 +52,8 @@ def store_parts(store: Store, parent: JobRow, parts: list[Part], envs: list[Envi
             jobs.append((JobRow(id=run_job, kind=RUN, title=title,
                                 case=case.model_dump(mode="json", exclude_defaults=True),
                                 environments=parent.environments, variants=variants,
-                                bypass_cache=parent.bypass_cache, created_at=parent.created_at),
+                                bypass_cache=parent.bypass_cache, created_at=parent.created_at,
+                                environments_why=parent.environments_why),
                          make_runs(run_job, case, envs, parent.created_at)))
         rows.append(TriageReportRow(ordinal=index, report=item, run_job=run_job))
     submit_jobs(store, jobs, cap, {parent.id: rows})
@@ -57,24 +62,31 @@ def store_parts(store: Store, parent: JobRow, parts: list[Part], envs: list[Envi
 
 def store_triage(store: Store, parent: JobRow, reports: list[ImportedReport],
                  cases: list[Case | None], envs: list[Environment], make_runs: MakeRuns,
-                 cap: int) -> list[RunRow]:
+                 cap: int, tracker_url: str | None = None) -> list[RunRow]:
     """Store a triage job: a run job for each report with code (its case); the runs to
-    publish. One whose runs all came from the cache keeps its known issues now."""
+    publish. A maintainer's whose runs all came from the cache keeps its known issues now."""
     parts: list[Part] = [(report.model_dump(mode="json"),
                           (report.label, case, case.variant_names) if case else None)
                          for report, case in zip(reports, cases, strict=True)]
     runs = store_parts(store, parent, parts, envs, make_runs, cap)
     if all(run.done for run in runs):  # all from the cache: no worker will record it
-        record_if_finished(store, parent.id)
+        record_if_finished(store, parent.id, tracker_url)
     return runs
 
 
 def store_sweep(store: Store, cases: list[StoredCase], old: Environment, new: Environment,
-                make_runs: MakeRuns, cap: int, now: float) -> tuple[str, list[RunRow]]:
+                make_runs: MakeRuns, cap: int, now: float,
+                part: tuple[int, int] | None = None) -> tuple[str, list[RunRow]]:
     """Store a sweep job: a run job for each stored case's variant on `old` and `new` (the
-    store's decisive results served from the cache); its id and the runs to publish."""
+    store's decisive results served from the cache); its id and the runs to publish. `part`:
+    the offset of `cases` among the stored cases, and how many the store held (its case keeps
+    them: a sweep of the rest starts where this one ends)."""
+    offset, stored = part or (0, len(cases))
+    shown = "" if (offset, stored) == (0, len(cases)) else \
+        f" ({offset + 1}-{offset + len(cases)} of {stored})"
     parent = JobRow(id=uuid.uuid4().hex, kind=SWEEP,
-                    title=f"sweep of {len(cases)} stored cases, {old.id} -> {new.id}", case={},
+                    title=f"sweep of {len(cases)} stored cases{shown}, {old.id} -> {new.id}",
+                    case={"offset": offset, "stored_cases": stored},
                     environments=[old.id, new.id], variants=[], created_at=now)
     parts: list[Part] = [(stored.model_dump(mode="json"),
                           (stored.title or f"job {stored.job}", parse_case(stored.case),
@@ -90,7 +102,8 @@ def read_triage(store: Store, job: JobRow) -> TriageJobAnswer:
     results = [[run.result if run.done else None for run in runs[job_id]] if job_id else []
                for job_id in jobs]
     reports = [ImportedReport.model_validate(row.report) for row in rows]
-    return triage_job_answer(reports, jobs, results, job.environments)
+    return triage_job_answer(reports, jobs, results, job.environments).model_copy(
+        update=over_fields(job.environments, job.environments_why))
 
 
 def read_sweep(store: Store, job: JobRow) -> SweepJobAnswer:
@@ -100,8 +113,11 @@ def read_sweep(store: Store, job: JobRow) -> SweepJobAnswer:
     runs = store.runs_of_jobs(jobs)
     results = [[run.result if run.done else None for run in runs[job_id]] for job_id in jobs]
     since, env = job.environments
-    return sweep_job_answer(env, since, [StoredCase.model_validate(row.report) for row in rows],
-                            jobs, results)
+    answer = sweep_job_answer(env, since, [StoredCase.model_validate(row.report) for row in rows],
+                              jobs, results)
+    end = int(job.case.get("offset") or 0) + len(rows)
+    left = end < int(job.case.get("stored_cases") or 0)
+    return answer.model_copy(update={"next_offset": end if left else None})
 
 
 def part_runs(store: Store, job_id: str) -> list[RunRow]:
@@ -110,10 +126,13 @@ def part_runs(store: Store, job_id: str) -> list[RunRow]:
             for run in found]
 
 
-def record_triage(store: Store, reports: list[ImportedReport], answer: TriageAnswer) -> int:
+def record_triage(store: Store, reports: list[ImportedReport], answer: TriageAnswer,
+                  tracker_url: str) -> int:
     """Keep the signature of each issue the triage saw fail, replacing what earlier triages
-    kept of the issues it measured; how many it keeps."""
-    issues = known_issues(reports, answer)
+    kept of the issues it measured; how many it keeps. Each links to its number on the
+    tracker, whatever address its report gave."""
+    issues = [issue.model_copy(update={"url": issue_url(tracker_url, issue.number)})
+              for issue in known_issues(reports, answer)]
     # What is kept of a report that could not be measured now stays as it was.
     unmeasured = {line.number for line in answer.reports if line.verdict == Verdict.INCOMPATIBLE}
     store.record_known_issues(issues, [r.number for r in reports
@@ -140,15 +159,24 @@ def after_part_run(store: Store, publish: Publish, run_job: str) -> None:
         log.exception("recording the known issues of the triage of job %s failed", run_job)
 
 
-def record_if_finished(store: Store, triage_id: str) -> None:
-    """Record a triage's known issues if every run of it is done (a triage served whole from
-    the cache is done as it is stored: its submission records them)."""
+def records_known_issues(job: JobRow) -> bool:
+    """Whether the triage's failing issues become the service's known issues: only the
+    maintainer's (its token came with the submission). Anyone else's would let one client
+    rename, relink or erase what every job's likely duplicates say."""
+    return job.submitter == MAINTAINER
+
+
+def record_if_finished(store: Store, triage_id: str, tracker_url: str | None = None) -> None:
+    """Record a maintainer's triage's known issues if every run of it is done (a triage served
+    whole from the cache is done as it is stored: its submission records them); `tracker_url`
+    (default: TVMREPRO_TRACKER_URL's) is where they link."""
     job = store.job(triage_id, results=False)
-    if job is None or job.kind != TRIAGE:
+    if job is None or job.kind != TRIAGE or not records_known_issues(job):
         return
     answer = read_triage(store, job)
     if not answer.finished:
         return
     reports = [ImportedReport.model_validate(row.report) for row in store.triage_reports(job.id)]
-    kept = record_triage(store, reports, answer.answer())
+    kept = record_triage(store, reports, answer.answer(),
+                         tracker_url or Settings.from_env().tracker_url)
     log.info("triage %s finished: %d known issue(s) kept", job.id, kept)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from tvmrepro.api.pages import PageShown
 from tvmrepro.environments import Catalog, Environment
 from tvmrepro.errors import BadInput
 from tvmrepro.jobs.tracker.known import bug_signature
@@ -131,6 +132,13 @@ class SweepJobAnswer(SweepAnswer):
                                         "environments, stored)")
     progress: SweepProgress
     finished: bool = Field(description="every stored case has both outcomes")
+    page: PageShown | None = Field(
+        default=None, description="which of the cases done so far cases and jobs list "
+                                  "(?offset=&limit=); null: all of them")
+    next_offset: int | None = Field(
+        default=None, description="the store held more stored cases than one sweep runs "
+                                  "(TVMREPRO_MAX_SWEEP_CASES): the `offset` of a sweep of the "
+                                  "next ones; null: none are left")
 
     def answer(self) -> SweepAnswer:
         """The part that `tvmrepro sweep --json` prints."""

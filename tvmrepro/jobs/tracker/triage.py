@@ -5,18 +5,35 @@ from __future__ import annotations
 
 import difflib
 import re
-from enum import Enum
+from enum import Enum, IntEnum
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from tvmrepro.jobs.tracker.importing import ImportedReport
-from tvmrepro.results import FAILING, NOT_MEASURED
+from tvmrepro.jobs.tracker.stages import earlier
+from tvmrepro.results import FAILING, NOT_MEASURED, Status
 
 # How alike a quoted error's message and a run's must be to be one error (difflib's ratio):
 # releases reword messages ("PackedFunc" became "ffi::Function") without changing the bug.
 SAME_MESSAGE_RATIO = 0.6
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+# TVM's own checks failing: ICHECK raises InternalError ("Check failed: ..."; older releases
+# raised TVMError with the same words).
+_INTERNAL = re.compile(r"(?:^|\.)InternalError\b|\bCheck failed\b")
+# The classes TVM raises to tell its user what is wrong with the input: TVMScript's
+# diagnostics, ValueError and TypeError, and TVMError (older releases' one class for them).
+_DIAGNOSTIC = re.compile(r"^(?:[\w.]*\.)?(?:DiagnosticError|ValueError|TypeError|TVMError)\s*:")
+
+
+class Kind(IntEnum):
+    """How badly a run failed, or the quoted error says the report's run did (worst last)."""
+
+    OK = 0
+    DIAGNOSTIC = 1  # an error that says what is wrong with the input (ValueError, TVMError)
+    ERROR = 2  # any other exception (AttributeError, AssertionError, ...)
+    INTERNAL = 3  # TVM's own invariant broken (InternalError), or no answer at all (timeout)
+    CRASH = 4  # the process died by a signal (segfault, abort)
 
 
 class Verdict(str, Enum):
@@ -43,6 +60,7 @@ class TriageRun(BaseModel):
     status: str
     signature: str | None = None
     error: str | None = None  # "InternalError: Check failed: ..." (the message's first line)
+    stage: str | None = None  # where it ended ("parse", "pass:2:FuseOps", "build")
 
 
 class ReportTriage(BaseModel):
@@ -87,6 +105,11 @@ class TriageAnswer(BaseModel):
     reports: list[ReportTriage]
     groups: list[Group]
     audit: list[AuditEntry]
+    # What it is over (tvmrepro.choice): the environments, why those, and the releases of
+    # their device it never probed (a verdict says nothing of them).
+    environments: list[str] = Field(default_factory=list, description="oldest first")
+    environments_why: str | None = None
+    not_probed: list[str] = Field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The answer as docs/contract.md shows it (an audit entry's `since` only where known)."""
@@ -96,12 +119,57 @@ class TriageAnswer(BaseModel):
         return data
 
 
-def fails(run: TriageRun, quoted_crash: bool) -> bool:
-    """Whether the run shows the report's bug. A report that quotes a crash is about the crash:
-    the same script now stopped by a clean error is the fix."""
-    if quoted_crash:
-        return run.status == "crash"
-    return run.status in FAILING
+def error_kind(line: str) -> Kind:
+    """The kind of an error's line ("InternalError: Check failed: ...", "ValueError: ...")."""
+    first = line.split("\n", 1)[0]
+    if _INTERNAL.search(first):
+        return Kind.INTERNAL
+    return Kind.DIAGNOSTIC if _DIAGNOSTIC.match(first) else Kind.ERROR
+
+
+def quoted_kind(report: ImportedReport) -> Kind | None:
+    """The kind of the error the report quotes, or None where it quotes none."""
+    if report.quoted_error_type == "crash":
+        return Kind.CRASH
+    return error_kind(report.quoted_error) if report.quoted_error else None
+
+
+def run_kind(run: TriageRun) -> Kind | None:
+    """The kind of the run's end, or None for an error whose line the run did not keep."""
+    if run.status not in FAILING:
+        return Kind.OK
+    if run.status == Status.CRASH:
+        return Kind.CRASH
+    if run.status != Status.ERROR:  # a timeout, an oom: no diagnostic either
+        return Kind.INTERNAL
+    return error_kind(run.error) if run.error else None
+
+
+def quoted_stage(report: ImportedReport, runs: list[TriageRun]) -> str | None:
+    """Where the quoted error is raised: the stage of the newest run that ends with it, else
+    the one its quoted traceback shows."""
+    quoting = [run.stage for run in runs
+               if run.stage and run.status == Status.ERROR and matches_quoted(report, run)]
+    return quoting[-1] if quoting else report.quoted_stage
+
+
+def fails(report: ImportedReport, run: TriageRun, where: str | None = None) -> bool:
+    """Whether the run shows the report's bug (`where`: the quoted error's stage). A report is
+    about what it quotes, so a run shows it where it fails at least as badly (a crash, TVM's
+    own check failing, any other exception, then a diagnostic), and not where the same script
+    now stops less badly (a segfault now a Python error, an InternalError now a ValueError) or
+    stops with a diagnostic before the stage the quoted error came from (the input rejected
+    up front): those are the fix, unless the run ends with the very error quoted."""
+    if run.status not in FAILING:
+        return False
+    quoted, now = quoted_kind(report), run_kind(run)
+    if now is None:  # an error whose class is not known: less than a crash, else the bug
+        return quoted != Kind.CRASH
+    if quoted is None or matches_quoted(report, run):
+        return True
+    if now < quoted:
+        return False
+    return not (now == Kind.DIAGNOSTIC and earlier(run.stage, where))
 
 
 def _normalised(text: str) -> str:
@@ -130,10 +198,10 @@ def verdict_of(report: ImportedReport, runs: list[TriageRun]) -> tuple[Verdict, 
     # release cannot run (its API moved on) neither reproduces nor is fixed there.
     if not measured or runs[-1].status in NOT_MEASURED:
         return Verdict.INCOMPATIBLE, None
-    crash = report.quoted_error_type == "crash"
-    if fails(measured[-1], crash):
+    where = quoted_stage(report, measured)
+    if fails(report, measured[-1], where):
         return Verdict.REPRODUCES, None
-    failed = [i for i, run in enumerate(measured) if fails(run, crash)]
+    failed = [i for i, run in enumerate(measured) if fails(report, run, where)]
     if failed:
         return Verdict.FIXED, measured[failed[-1] + 1].env
     return Verdict.NEVER_REPRODUCED, None
@@ -141,8 +209,8 @@ def verdict_of(report: ImportedReport, runs: list[TriageRun]) -> tuple[Verdict, 
 
 def bug_signature(report: ImportedReport, runs: list[TriageRun]) -> str | None:
     """The signature of the report's bug: that of its newest run that fails."""
-    crash = report.quoted_error_type == "crash"
-    failing = [run for run in runs if fails(run, crash)]
+    where = quoted_stage(report, runs)
+    failing = [run for run in runs if fails(report, run, where)]
     return failing[-1].signature if failing else None
 
 

@@ -7,13 +7,18 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from tvmrepro.api.pages import PageShown
 from tvmrepro.cases import bad_input
 from tvmrepro.errors import BadInput
-from tvmrepro.jobs.tracker.importing import ImportedReport, export_entry, import_body
+from tvmrepro.jobs.bounded import within
+from tvmrepro.jobs.tracker.importing import ImportedReport, export_entry, import_markdown
 from tvmrepro.jobs.tracker.known import bug_signature
 from tvmrepro.jobs.tracker.triage import TriageAnswer, TriageRun, triage
+from tvmrepro.settings import MAX_ISSUE_NUMBER
 
 REPORTS_FIELD = "reports"
+# What importing a triage's reports may take in all (each one: importing.IMPORT_BUDGET_S).
+TRIAGE_IMPORT_BUDGET_S = 10.0
 
 
 class TriageProgress(BaseModel):
@@ -36,16 +41,25 @@ class TriageJobAnswer(TriageAnswer):
     urls: list[str | None] = Field(description="urls[i]: the issue address of reports[i]")
     progress: TriageProgress
     finished: bool = Field(description="every report has its runs")
+    page: PageShown | None = Field(
+        default=None, description="which of the reports done so far reports, jobs, titles "
+                                  "and urls list (?offset=&limit=); null: all of them")
+    records_known_issues: bool = Field(
+        default=False, description="its failing issues become the service's known issues "
+                                   "once it finishes (a triage its maintainer submitted); "
+                                   "anyone else's triage keeps them in this answer only")
 
     def answer(self) -> TriageAnswer:
         """The part that `tvmrepro triage --json` prints."""
-        return TriageAnswer(reports=self.reports, groups=self.groups, audit=self.audit)
+        return TriageAnswer(reports=self.reports, groups=self.groups, audit=self.audit,
+                            environments=self.environments,
+                            environments_why=self.environments_why, not_probed=self.not_probed)
 
 
 def _report_item(item: Any, index: int) -> ImportedReport:
     where = f"{REPORTS_FIELD}[{index}]"
-    if isinstance(item, str):  # one issue's Markdown body
-        return import_body(item)
+    if isinstance(item, str):  # one issue's Markdown (its number, title, state read from it)
+        return import_markdown(item, where=f"{where}.")
     if isinstance(item, dict) and "body" in item:  # an issue as `gh issue list --json` gives it
         return export_entry(item, index, REPORTS_FIELD)
     if not isinstance(item, dict):
@@ -64,7 +78,13 @@ def reports_of_request(items: Any) -> list[ImportedReport]:
     """The reports of a triage request, each imported; BadInput names the wrong one."""
     if not isinstance(items, list) or not items:
         raise BadInput(REPORTS_FIELD, "a triage job takes a non-empty list of reports")
-    reports = [_report_item(item, index) for index, item in enumerate(items)]
+    with within(TRIAGE_IMPORT_BUDGET_S):  # every report's patterns, together
+        reports = [_report_item(item, index) for index, item in enumerate(items)]
+    for index, report in enumerate(reports):
+        # The known issues' key, and a link's: a number no tracker has is refused.
+        if report.number is not None and not 1 <= report.number <= MAX_ISSUE_NUMBER:
+            raise BadInput(f"{REPORTS_FIELD}[{index}].number", f"an issue's number is from 1 "
+                           f"to {MAX_ISSUE_NUMBER}, got {report.number}")
     numbers = [report.number for report in reports if report.number is not None]
     if len(set(numbers)) != len(numbers):
         twice = sorted({n for n in numbers if numbers.count(n) > 1})
@@ -80,7 +100,8 @@ def triage_run_of(result: dict[str, Any]) -> TriageRun:
              if result.get("error_type") else None)
     signature = bug_signature(status, result.get("signature"), result.get("stage"))
     return TriageRun(env=str(result.get("environment")), status=status,
-                     signature=signature or result.get("signature"), error=error)
+                     signature=signature or result.get("signature"), error=error,
+                     stage=result.get("stage"))
 
 
 def triage_job_answer(reports: list[ImportedReport], jobs: list[str | None],
