@@ -108,7 +108,9 @@ def check_answer(answer: dict[str, Any]) -> None:
 def test_triage_through_the_command_is_what_plain_tvm_measured(
         stack: Stack, triaged: tuple[str, dict[str, Any]]) -> None:
     job_id, printed = triaged
-    assert set(printed) == {"reports", "groups", "audit"}  # what `triage --local --json` prints
+    # What `triage --local --json` prints: the answer, and on which releases and why.
+    assert set(printed) == {"reports", "groups", "audit", "environments", "environments_why",
+                            "not_probed"}
     check_answer(printed)
     job = stack.http.get(f"/api/v1/jobs/{job_id}").json()
     assert (job["kind"], job["status"], job["environments"]) == \
