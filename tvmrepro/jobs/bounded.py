@@ -30,7 +30,10 @@ from tvmrepro.errors import BadInput
 
 P = ParamSpec("P")
 R = TypeVar("R")
-CALL_BUDGET_S = 0.2  # one call (measured to overshoot up to about 3x on a busy host)
+# One call. A plain pattern on a report takes milliseconds; the budget is wide enough that a
+# busy host (the first call also loads the engine) never trips it, and still stops a pattern
+# made to backtrack for hours.
+CALL_BUDGET_S = 1.0
 TEXT_CAP = 4 << 20  # characters of one text a call reads at most
 _DEADLINE: ContextVar[float | None] = ContextVar("tvmrepro_bounded_deadline", default=None)
 
