@@ -25,7 +25,8 @@ ANNOUNCEMENT = "up.json"
 
 
 def provisioned_cpu(settings: Settings) -> list[Environment]:
-    """The CPU environments provisioned here (what `up` serves besides its chosen ones)."""
+    """The CPU environments provisioned here (what `up --also-provisioned` serves besides its
+    chosen ones)."""
     from worker.environments.provision import provisioned
 
     return provisioned(settings, default_catalog().select(None, "cpu"))

@@ -92,6 +92,25 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+def _nul_at(value: Any) -> str | None:
+    """Where a decoded JSON value first holds a NUL in a string or a key ("case.title",
+    "reports[2]"), else None (iteratively: no recursion)."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str) and "\x00" in item:
+            return path or "body"
+        if isinstance(item, list):
+            stack.extend((child, f"{path}[{index}]") for index, child in enumerate(item))
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                where = f"{path}.{key}" if path else str(key)
+                if "\x00" in key:  # named with its NUL written out, not echoed
+                    return where.replace("\x00", "\\x00")
+                stack.append((child, where))
+    return None
+
+
 def _json_body() -> Any:
     """The request's JSON: 415 unless it says application/json; any malformed body is a 400."""
     if request.mimetype != "application/json":
@@ -116,6 +135,10 @@ def _json_body() -> Any:
         raise BadInput("body", f"not acceptable JSON: {exc}") from exc
     if _depth(data) > MAX_JSON_DEPTH:
         raise BadInput("body", f"nested more than {MAX_JSON_DEPTH} levels deep")
+    # PostgreSQL's text and JSON cannot hold NUL, SQLite's can: refused here, for every store.
+    if (where := _nul_at(data)) is not None:
+        raise BadInput(where, "holds a NUL character (\\u0000): a job's text cannot contain "
+                              "null bytes")
     return data
 
 
@@ -170,12 +193,14 @@ def _page_arg() -> PageAsked:
 
 def _seconds_arg(name: str, high: float) -> float:
     text = request.args.get(name, "0")
-    try:
+    # As ASCII writes a number: `float` also reads "١", "1_0", "1e3" and "nan".
+    whole, point, fraction = text.partition(".")
+    seconds = -1.0
+    if ascii_int(whole) is not None and (not point or ascii_int(fraction) is not None):
         seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds <= high:  # also NaN
-        raise BadInput(name, f"must be a number of seconds from 0 to {high:g}, got {text!r}")
+    if not 0 <= seconds <= high:
+        raise BadInput(name, f"must be a number of seconds from 0 to {high:g}, got "
+                             f"{text[:40]!r}")
     return seconds
 
 

@@ -17,7 +17,6 @@ from tvmrepro.api.pages import PageAsked
 from tvmrepro.api.requests import CANCEL_HEADER, JobRequest, parse_request
 from tvmrepro.api.views import (
     Cancelled,
-    CellRef,
     Comparison,
     EnvironmentList,
     EnvironmentView,
@@ -32,12 +31,12 @@ from tvmrepro.errors import BadInput, Forbidden
 from tvmrepro.expiry import expire_waiting
 from tvmrepro.jobs.bisect import BISECT
 from tvmrepro.jobs.bisect.given import checked
-from tvmrepro.jobs.comparisons import compare, passes_of
+from tvmrepro.jobs.comparisons import run_comparison
 from tvmrepro.jobs.kinds import KINDS
 from tvmrepro.jobs.settling import finish_run
 from tvmrepro.jobs.submission import Submission
 from tvmrepro.jobs.views import iso
-from tvmrepro.queue import broker_ping, make_celery, publish_run
+from tvmrepro.queue import broker_ping, drop_waiting_messages, make_celery, publish_run
 from tvmrepro.results import Result, Status
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store, open_store
@@ -82,7 +81,7 @@ class JobService:
         `admission`'s submitter's (None: nobody's, no budget: the service's own callers)."""
         # Runs that waited too long leave the queue before it is counted (a worker's recovery
         # sweep ends them too; a read of a job never does: tvmrepro.expiry).
-        expire_waiting(self.store, self.settings.wait_expiry_s)
+        self._drop_messages(expire_waiting(self.store, self.settings.wait_expiry_s))
         store = self.store.admitting(admission) if admission is not None else self.store
         submission = Submission(self.settings, store, self.catalog, self._publish, time.time())
         job_id = KINDS[request.kind].start(submission, request)
@@ -91,6 +90,14 @@ class JobService:
         token = secrets.token_urlsafe(TOKEN_BYTES)
         self.store.set_cancel_digest(view.id, token_digest(token))
         return view.model_copy(update={"cancel_token": token})
+
+    def _drop_messages(self, runs: list[RunRow]) -> None:
+        # Runs that ended without a worker (cancelled, expired) leave their queue: one that no
+        # worker serves would keep their messages in Redis for good.
+        try:
+            drop_waiting_messages(self.celery, runs)
+        except Exception:
+            log.exception("dropping the messages of %d ended runs failed", len(runs))
 
     def _publish(self, runs: list[RunRow]) -> None:
         # Stored before published: a publish that fails leaves the run waiting in the
@@ -116,20 +123,31 @@ class JobService:
             return kind.read_page(self.store, job, page or PageAsked())
         return kind.read(self.store, job)
 
+    def run(self, job_id: str, name: str) -> RunRow | None:
+        """The run of a job that `name` names: its id, or VARIANT@ENVIRONMENT as the command line
+        names runs (None: no such run)."""
+        variant, at, environment = name.partition("@")
+        if not at:
+            return self.store.run(job_id, name)
+        runs = self.store.runs_of_jobs([job_id], results=False)[job_id]
+        return next((r for r in runs if (r.variant, r.environment) == (variant, environment)),
+                    None)
+
     def result_id(self, job_id: str, run_id: str) -> str | None:
-        """The id under which a finished run's result is stored (None: unknown or unfinished)."""
-        run = self.store.run(job_id, run_id)
+        """The id under which a finished run's result is stored (None: unknown or unfinished);
+        `run_id` may be VARIANT@ENVIRONMENT."""
+        run = self.run(job_id, run_id)
         return run.result_id if run else None
 
     def compare(self, job_id: str, a: str, b: str) -> Comparison | None:
-        """Compare two finished runs of a job (None if either is unknown or unfinished)."""
-        first, second = (self.store.run(job_id, run_id) for run_id in (a, b))
-        if first is None or second is None or not first.result_id or not second.result_id:
+        """Compare two finished runs of a job, each named by id or VARIANT@ENVIRONMENT (None if
+        either is unknown or unfinished): the comparison stored with the job where it has one,
+        else one bounded in time (tvmrepro.jobs.comparisons.run_comparison)."""
+        first, second = (self.run(job_id, name) for name in (a, b))
+        job = self.store.job(job_id, results=False) if first and second else None
+        if first is None or second is None or job is None:
             return None
-        return compare(CellRef(variant=first.variant, environment=first.environment),
-                       passes_of(self.store.passes(first.result_id)),
-                       CellRef(variant=second.variant, environment=second.environment),
-                       passes_of(self.store.passes(second.result_id)))
+        return run_comparison(job, first.id, second.id, self.store.passes)
 
     def environments(self) -> EnvironmentList:
         """Every catalog environment with its live workers and waiting runs."""
@@ -192,14 +210,16 @@ class JobService:
         if digest is None or not hmac.compare_digest(digest, token_digest(token)):
             raise Forbidden(f"the {CANCEL_HEADER} given is not job {job_id}'s cancel token; "
                             "only whoever submitted the job can cancel it", CANCEL_HEADER)
-        cancelled = 0
+        cancelled = []
         run_jobs = [job_id, *self.store.triage_run_jobs(job_id)]  # a triage's runs are theirs
         for run in [run for one in run_jobs for run in self.store.unfinished_of(one)]:
             result = Result(environment=run.environment, variant=run.variant,
                             status=Status.INFRA_ERROR, error_type="Cancelled",
                             message="cancelled before it finished", signature="Cancelled")
-            cancelled += finish_run(self.store, run.job_id, run.id, result)
-        return Cancelled(id=job_id, cancelled_runs=cancelled)
+            if finish_run(self.store, run.job_id, run.id, result):
+                cancelled.append(run)
+        self._drop_messages(cancelled)
+        return Cancelled(id=job_id, cancelled_runs=len(cancelled))
 
     def health(self) -> Health:
         """Whether the store and the broker answer."""

@@ -77,7 +77,8 @@ ROUTES = (
     Route("get", _RUN + "/ir", "One run's TVMScript after each pass",
           responses={200: IRView, 404: ErrorBody}),
     Route("get", _JOB + "/compare", "Where two runs' IR first differs, with a diff",
-          query={"a": "a run id of the job", "b": "another run id of the job"},
+          query={"a": "a run of the job: its id, or VARIANT@ENVIRONMENT",
+                 "b": "another run of the job, named the same ways"},
           responses={200: Comparison, 400: ErrorBody, 404: ErrorBody}),
     Route("put", _JOB + "/windows", "Keep the commit windows and suspects that a bisect job's "
                                     "submitter computed from a history of its own (the "
@@ -95,8 +96,14 @@ ROUTES = (
 )
 
 
+# What a path parameter may be, where it is more than its name says.
+PATH_PARAMETERS = {"run_id": "the run's id, or VARIANT@ENVIRONMENT as the command line names it"}
+
+
 def _parameters(route: Route) -> list[dict[str, Any]]:
     params = [{"name": name.strip("{}"), "in": "path", "required": True,
+               **({"description": PATH_PARAMETERS[name.strip("{}")]}
+                  if name.strip("{}") in PATH_PARAMETERS else {}),
                "schema": {"type": "string"}}
               for name in route.path.split("/") if name.startswith("{")]
     params += [{"name": name, "in": "query", "required": name not in route.optional,

@@ -12,8 +12,10 @@ long, then its connection is closed (a body cut short is answered 408 first).
 from __future__ import annotations
 
 import logging
+import signal
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
@@ -23,6 +25,9 @@ from service.waiting import STOPPING
 from tvmrepro.settings import Settings
 
 REQUEST_TIMEOUT_S = 60  # a request is short: the work happens in workers
+# How long a stop waits for requests in progress (gunicorn's graceful_timeout, 30 s by default):
+# requests are short and long-polls answer at once when the stop begins (STOPPING).
+GRACEFUL_STOP_S = 3
 
 
 class ReadTimeout(TimeoutError):
@@ -116,11 +121,23 @@ class ReadTimeoutWorker(ThreadWorker):
 class Server(BaseApplication):
     """gunicorn running create_app(settings)."""
 
-    def __init__(self, settings: Settings, host: str, port: int) -> None:
+    def __init__(self, settings: Settings, host: str, port: int,
+                 on_stop: Callable[[], None] | None = None) -> None:
         # The app learns the address it is bound to from its settings (its Host allow-list).
         self.settings = settings.model_copy(update={"host": host, "port": port})
-        self.host, self.port = host, port
+        self.host, self.port, self.on_stop = host, port, on_stop
         super().__init__()
+
+    def when_ready(self, arbiter: Any) -> None:
+        """In gunicorn's master, once it serves: a stop signal calls `on_stop` first, so that
+        what stops beside the API (`up`'s worker) stops while gunicorn waits for its own."""
+        on_stop = self.on_stop
+        if on_stop is None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+            previous = signal.getsignal(sig)
+            if callable(previous):
+                signal.signal(sig, _calling_first(on_stop, previous))
 
     def load_config(self) -> None:
         """Bind address, processes and threads from the settings."""
@@ -130,9 +147,11 @@ class Server(BaseApplication):
             "threads": self.settings.api_threads,
             "worker_class": f"{__name__}.ReadTimeoutWorker",  # gthread with a read timeout
             "timeout": REQUEST_TIMEOUT_S,
+            "graceful_timeout": GRACEFUL_STOP_S,
             "accesslog": None,
             "errorlog": "-",
             "proc_name": "tvmrepro-api",
+            "when_ready": self.when_ready,
         }
         for key, value in options.items():
             self.cfg.set(key, value)
@@ -145,11 +164,21 @@ class Server(BaseApplication):
         return create_app(self.settings)
 
 
-def serve(settings: Settings, host: str | None = None, port: int | None = None) -> None:
-    """Serve the API until stopped (blocks)."""
+def _calling_first(first: Callable[[], None], handler: Callable[..., Any]) -> Callable[..., Any]:
+    def handle(signum: int, frame: Any) -> Any:
+        first()
+        return handler(signum, frame)
+
+    return handle
+
+
+def serve(settings: Settings, host: str | None = None, port: int | None = None,
+          on_stop: Callable[[], None] | None = None) -> None:
+    """Serve the API until stopped (blocks); `on_stop` is called in the master when a stop
+    signal comes, before gunicorn's own stop."""
     # The app's modules are imported once, here in gunicorn's master (nothing happens at their
     # import): each worker forked from it starts with them, not with three seconds of imports of
     # its own, at every start and every restart of a worker.
     import service.app  # noqa: F401
 
-    Server(settings, host or settings.host, port or settings.port).run()
+    Server(settings, host or settings.host, port or settings.port, on_stop).run()

@@ -26,8 +26,11 @@ def expired_result(run: RunRow, expiry_s: float) -> Result:
                           f"serves {run.environment}")
 
 
-def expire_waiting(store: Store, expiry_s: float) -> int:
-    """End every run of the queue that has waited longer than `expiry_s`; how many it ended."""
+def expire_waiting(store: Store, expiry_s: float, settle_jobs: bool = True) -> list[RunRow]:
+    """End every run of the queue that has waited longer than `expiry_s`; the runs it ended
+    (their messages are the caller's to drop: queue.drop_waiting_messages). Without
+    `settle_jobs`, the jobs they finished are left for the caller to settle (the recovery sweep,
+    whose thread heartbeats, hands them to a pool process)."""
     stale = store.waiting_since(time.time() - expiry_s)
-    return sum(finish_run(store, run.job_id, run.id, expired_result(run, expiry_s))
-               for run in stale)
+    return [run for run in stale if finish_run(store, run.job_id, run.id,
+                                               expired_result(run, expiry_s), settle_jobs)]

@@ -38,6 +38,11 @@ LONG_LANE_SUFFIX = ".long"
 SHORT_RUN_S = DEFAULT_TIMEOUT_S
 MIN_CONCURRENCY = 2  # one long run must never hold a whole worker
 RUN_TASK = "tvmrepro.run"
+# What a finisher that died left of a job (its comparisons, its bisection's step), taken by a
+# worker's pool process: the recovery sweep that finds it runs in the main process, on the thread
+# that heartbeats, and only publishes it. Every worker consumes this queue.
+SETTLE_TASK = "tvmrepro.settle"
+SETTLE_QUEUE = f"{QUEUE_PREFIX}settle"
 EMBEDDED_POLLING_S = 0.1  # kombu polls SQL brokers; its default of 1 s doubles a short run
 SQLITE_BROKER_BUSY_S = 30.0
 REDIS_SOCKET_TIMEOUT_S = 10.0
@@ -232,6 +237,12 @@ def publish_run(app: Celery, run_id: str, env_id: str, timeout_s: int | None = N
                   retry_policy=PUBLISH_RETRY)
 
 
+def publish_settle(app: Celery, job_id: str) -> None:
+    """Ask a worker's pool process to settle what a job's finisher left (SETTLE_TASK)."""
+    app.send_task(SETTLE_TASK, args=[job_id], queue=SETTLE_QUEUE, retry=True,
+                  retry_policy=PUBLISH_RETRY)
+
+
 class StoredRun(Protocol):
     """What publishing a stored run needs of it (a RunRow)."""
 
@@ -306,3 +317,41 @@ def drop_finished_unacked(app: Celery, queues: set[str],
                 channel.unacked_key, tag).execute()
         return len(done)
 
+
+
+def _run_id_of(raw: bytes) -> str | None:
+    """The run id of one waiting message of a queue (as kombu's Redis transport keeps it)."""
+    try:
+        message = json.loads(raw)
+        body = message["body"]
+        if message["properties"].get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        return str(json.loads(body)[0][0])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def drop_waiting_messages(app: Celery, runs: Iterable[StoredRun]) -> int:
+    """Remove the messages of these runs (ended without a worker: cancelled, expired) from their
+    environments' queues; how many. A queue that no worker serves is never read, so its
+    messages would stay in Redis for good. Redis only (the embedded broker: none removed)."""
+    by_queue: dict[str, set[str]] = {}
+    for run in runs:
+        for name in queue_names(run.environment):
+            by_queue.setdefault(name, set()).add(run.id)
+    if not by_queue:
+        return 0
+    with app.connection_for_write(connect_timeout=BROKER_PING_S) as conn:
+        conn.ensure_connection(max_retries=0, timeout=BROKER_PING_S)
+        channel = conn.default_channel
+        if not isinstance(channel, redis_transport.Channel):
+            return 0
+        client, dropped = channel.client, 0
+        # kombu's key prefix does not cover LRANGE and LREM: the key is named whole.
+        prefix = getattr(client, "global_keyprefix", "")
+        for queue, ids in sorted(by_queue.items()):
+            # Each waiting message read once; a message taken meanwhile is simply not found.
+            for raw in client.lrange(f"{prefix}{queue}", 0, -1):
+                if _run_id_of(raw) in ids:
+                    dropped += int(client.lrem(f"{prefix}{queue}", 0, raw))
+        return dropped

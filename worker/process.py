@@ -10,7 +10,7 @@ import threading
 import time
 
 from tvmrepro.environments import Environment
-from tvmrepro.queue import make_celery, queue_names
+from tvmrepro.queue import SETTLE_QUEUE, make_celery, queue_names
 from tvmrepro.settings import Settings
 from tvmrepro.store import open_store
 from worker.environments.building import BuildImages, Builds, missing_images
@@ -19,6 +19,7 @@ from worker.environments.following import FollowProvisioned
 from worker.environments.provision import provision, read_fingerprint
 from worker.recovery import Recovery
 from worker.runtimes import make_runtime
+from worker.stopping import install as install_prompt_stop
 
 log = logging.getLogger(__name__)
 
@@ -93,13 +94,15 @@ def run_worker(settings: Settings, envs: list[Environment], concurrency: int | N
     app.steps["worker"].add(Recovery)
     app.steps["worker"].add(BuildImages)
     app.steps["worker"].add(FollowProvisioned)
-    queues = ",".join(name for env in ready for name in queue_names(env.id))  # both lanes
+    install_prompt_stop()  # a stop does not wait out a broker poll (worker/stopping.py)
+    # Both lanes of each environment, and what the recovery sweeps hand to a pool process.
+    queues = ",".join([SETTLE_QUEUE, *(name for env in ready for name in queue_names(env.id))])
     nodename = f"tvmrepro-{os.getpid()}@{socket.gethostname()}"
-    log.info("worker %s serves %s", nodename, queues or "nothing until its images are built")
+    log.info("worker %s serves %s", nodename, queues)
     try:
         app.worker_main([
-            # With every image still to build: the default queue, where nothing is published.
-            "worker", *(["--queues", queues] if queues else []), "--hostname", nodename,
+            # With every image still to build: the settle queue alone, until they are made.
+            "worker", "--queues", queues, "--hostname", nodename,
             "--pool", "prefork",
             "--concurrency", str(concurrency or settings.worker_concurrency),
             "--loglevel", loglevel, "--without-mingle", "--without-gossip", "--without-heartbeat",

@@ -13,30 +13,31 @@ looks, in the job store, at the unfinished runs of the environments it serves:
 Those are published again. A duplicate message is harmless: the task claims the
 run in the store first and drops it when it is done or held by a live process.
 Every sweep also ends the runs of any environment that have waited longer than
-`wait_expiry_s` (tvmrepro.expiry), and settles what a finisher that died left undone: the
-comparisons of a job whose last run it stored (tvmrepro.jobs.settling), the step of a bisection
-that has finished runs it never saw (tvmrepro.jobs.bisect.steps). A read of a job never does these.
+`wait_expiry_s` (tvmrepro.expiry; their messages dropped from their queues), and has what a
+finisher that died left undone settled: the comparisons of a job whose last run it stored
+(tvmrepro.jobs.settling), the step of a bisection that has finished runs it never saw
+(tvmrepro.jobs.bisect.steps). The sweep runs in the worker's main process, on the thread that
+heartbeats: it only publishes those (queue.SETTLE_TASK, once per job and REASK_S) for a pool
+process to take, and never takes a step or diffs IR itself. A read of a job never does these.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from functools import partial
 from typing import Any
 
 from celery import Celery, bootsteps
 
 from tvmrepro.expiry import expire_waiting
-from tvmrepro.jobs.bisect.steps import after_run
-from tvmrepro.jobs.settling import settle_finished
 from tvmrepro.lifecycle import RunState
 from tvmrepro.liveness import claimer_gone, process_token
 from tvmrepro.queue import (
     WORKER_LOST_WAIT_S,
     drop_finished_unacked,
+    drop_waiting_messages,
     publish_run,
-    publish_runs,
+    publish_settle,
     queue_length,
     queue_names,
 )
@@ -49,8 +50,11 @@ SETTLE_S = 2.0  # a message this young may be on its way to a worker: not yet mi
 # A run whose pool process died is handed back by Celery itself within WORKER_LOST_WAIT_S;
 # the sweep steps in only when that did not happen (the whole worker died).
 HANDBACK_S = WORKER_LOST_WAIT_S + 8.0
+REASK_S = 600.0  # a job's settling published and not done since: published again
 # A run stored this recently may have its finisher still settling its job: not yet left undone.
-FINISHER_GRACE_S = 30.0
+# Far past what a finisher's step may take (its patterns and diffs are time-bounded: the
+# bisection's SUSPECTS_BUDGET_S, comparisons.JOB_BUDGET_S), so a slow step is never taken twice.
+FINISHER_GRACE_S = 120.0
 
 
 def record_heartbeat(app: Celery, store: Store, environments: list[str]) -> None:
@@ -70,6 +74,7 @@ class Sweeper:
         self.gone_since: dict[str, float] = {}  # "run/claimer" -> when it was first seen dead
         self.unqueued: set[str] = set()  # waiting runs the last sweep found no message for
         self.settled_until = 0.0  # jobs finished before it were settled by an earlier sweep
+        self.asked: dict[str, float] = {}  # job -> when its settling was last published
         # No pool: the main process forks pool processes, which must inherit no connection.
         self.store = Store(settings.store_url, pooled=False)
 
@@ -113,21 +118,37 @@ class Sweeper:
         self.unqueued = unqueued - {row.id for row in lost}
         return lost
 
+    def ask_settle(self, job_ids: list[str]) -> None:
+        """Publish the settling of these jobs for a pool process (worker.tasks.settle), each
+        at most once per REASK_S (a lost message is asked again then)."""
+        now = time.time()
+        self.asked = {job: at for job, at in self.asked.items() if at > now - REASK_S}
+        for job_id in dict.fromkeys(job_ids):
+            if job_id not in self.asked:
+                publish_settle(self.app, job_id)
+                self.asked[job_id] = now
+
     def settle_left(self) -> None:
-        """Settle what finishers that died left: comparisons of jobs finished since the last
-        sweep, and bisection steps never taken (their next probes published)."""
+        """Have what finishers that died left settled: comparisons of jobs finished since the
+        last sweep, and bisection steps never taken (their next probes published)."""
         until = time.time() - FINISHER_GRACE_S
-        settle_finished(self.store, self.settled_until, until)
+        unsettled = self.store.unsettled_jobs(self.settled_until, until)
+        self.ask_settle(unsettled + self.store.stalled_bisections(until))
         self.settled_until = until
-        for job_id in self.store.stalled_bisections(until):
-            # A step that fails is logged, not raised.
-            after_run(self.store, partial(publish_runs, self.app), job_id)
+
+    def expire(self) -> None:
+        """End the runs that waited too long, drop their messages and have their jobs settled
+        (by a pool process: this thread heartbeats)."""
+        ended = expire_waiting(self.store, self.settings.wait_expiry_s, settle_jobs=False)
+        if ended:
+            drop_waiting_messages(self.app, ended)
+            self.ask_settle([run.job_id for run in ended])
 
     def tick(self) -> None:
         """One sweep; a failure is logged and the next tick tries again."""
         try:
             record_heartbeat(self.app, self.store, self.environments)
-            expire_waiting(self.store, self.settings.wait_expiry_s)  # never published again
+            self.expire()  # never published again
             lost = self.lost_runs()
             for row in lost:  # in the lane of its time limit, as when it was submitted
                 publish_run(self.app, row.id, row.environment, row.timeout_s)
@@ -138,7 +159,7 @@ class Sweeper:
             # Messages a dead worker (or a lost acknowledgement) left unacknowledged.
             drop_finished_unacked(self.app, {q for e in self.environments for q in queue_names(e)},
                                   lambda: {r.id for r in self.store.unfinished(self.environments)})
-            self.settle_left()  # last: diffing IR never delays a lost run
+            self.settle_left()
         except Exception:
             log.exception("recovery sweep failed; trying again in %.0f s",
                           self.settings.reconcile_interval_s)

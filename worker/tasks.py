@@ -29,13 +29,15 @@ from celery.signals import worker_process_init, worker_process_shutdown
 from tvmrepro.attachments import with_contents
 from tvmrepro.cases import parse_case
 from tvmrepro.environments import Environment, default_catalog
+from tvmrepro.jobs.bisect.steps import after_run as bisection_step
+from tvmrepro.jobs.kind import Publish
 from tvmrepro.jobs.kinds import KINDS
 from tvmrepro.jobs.narrow.steps import narrowing
-from tvmrepro.jobs.settling import finish_run
+from tvmrepro.jobs.settling import finish_run, settle_quietly
 from tvmrepro.jobs.stored_ir import within_job_ir_cap
 from tvmrepro.lifecycle import Action, Claim, RunState
 from tvmrepro.liveness import claimer_gone, process_token
-from tvmrepro.queue import RUN_TASK, publish_runs, worker_concurrency
+from tvmrepro.queue import RUN_TASK, SETTLE_TASK, publish_runs, worker_concurrency
 from tvmrepro.results import Result, Status
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store, StoreAway
@@ -207,3 +209,22 @@ def run(self: Task, run_id: str) -> str:
     # What the job's kind does after a run: a bisection's next step, a triage's known issues.
     KINDS[claim.kind].after_run(ctx.store, partial(publish_runs, self.app), claim.job_id)
     return "stored" if stored else "duplicate"
+
+
+
+def settle_job(store: Store, publish: Publish, job_id: str) -> None:
+    """What a job's finisher left undone (the recovery sweep found it): a bisection's step, its
+    next probes published (which settles the job too), else the job's comparisons."""
+    if store.bisection(job_id) is not None:
+        bisection_step(store, publish, job_id)
+    else:
+        settle_quietly(store, job_id)
+
+
+@shared_task(name=SETTLE_TASK, bind=True, autoretry_for=(StoreAway,),
+             max_retries=STORE_RETRIES, retry_backoff=True, retry_jitter=False)
+def settle(self: Task, job_id: str) -> str:
+    """`settle_job`, in a pool process, beside the runs: never in the worker's main process,
+    whose recovery sweep found it on the thread that heartbeats."""
+    settle_job(context(self.app).store, partial(publish_runs, self.app), job_id)
+    return "settled"

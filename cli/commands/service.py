@@ -3,25 +3,28 @@ API and one worker in one command (embedded broker and store by default)."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import signal
 import subprocess
 import sys
 
 import click
+import psutil
 
 from cli.discovery import announced, local_url, provisioned_cpu
 from cli.output import reports_errors
 from tvmrepro.choice import DEFAULT_WHY, FLAG_WHY
 from tvmrepro.choice import default_environments as default_set
 from tvmrepro.environments import Environment, default_catalog
+from tvmrepro.liveness import process_token
 from tvmrepro.settings import Settings
 
 ALSO_PROVISIONED_HELP = ("Also every CPU environment provisioned on this home, now or while it "
                          "runs (`tvmrepro env provision`), beside --env's or the default set. "
                          "The local runtime only.")
 PR_SET_PDEATHSIG = 1
-WORKER_STOP_S = 20.0
+WORKER_GRACE_S = 3.0  # a cold shutdown takes 1-2 s here; past this the worker is killed
 
 
 def default_environments(settings: Settings, also_provisioned: bool = False) -> list[Environment]:
@@ -73,19 +76,72 @@ def up(settings: Settings, envs: list[Environment], host: str, port: int,
     while it runs)."""
     from service.server import serve
 
-    worker = start_worker(envs, follow_provisioned)
+    worker = WorkerStop(start_worker(envs, follow_provisioned))
     try:
         with announced(settings, local_url(host, port), envs, follow_provisioned):
-            serve(settings, host, port)
+            serve(settings, host, port, on_stop=worker.begin)
     finally:
         # (An API process that gunicorn forked from this one unwinds through here too when it
         # exits; the worker is not its child, so its Popen neither signals nor waits for it.)
-        worker.terminate()
+        worker.stop(settings)
+
+
+class WorkerStop:
+    """Stopping `up`'s worker within seconds, with the API: a cold shutdown (SIGQUIT), which
+    ends the runs in progress and hands their messages back to the broker, not a warm one
+    (SIGTERM), which waits up to a run's whole time limit. A worker still there after
+    WORKER_GRACE_S (a pool process held by its sandboxes' warm-up) is killed with its
+    processes. Either way each run in progress is run again when a worker next serves its
+    environment: the broker hands it back, or the recovery sweep publishes it again (its claimer
+    is gone; worker/recovery.py)."""
+
+    def __init__(self, worker: subprocess.Popen[bytes]) -> None:
+        self.worker, self.signalled = worker, False
+        self.token = process_token(worker.pid)
+
+    def begin(self) -> None:
+        """Start the cold shutdown (once: a second SIGQUIT is Celery's hard shutdown)."""
+        if not self.signalled and self.worker.poll() is None:
+            self.signalled = True
+            self.worker.send_signal(signal.SIGQUIT)
+
+    def stop(self, settings: Settings) -> None:
+        """Signal the worker if the API did not already, wait WORKER_GRACE_S, then kill."""
+        self.begin()
         try:
-            worker.wait(WORKER_STOP_S)
+            self.worker.wait(WORKER_GRACE_S)
+            return
         except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
+            pass
+        try:
+            tree = [psutil.Process(self.worker.pid)]
+            tree += tree[0].children(recursive=True)
+        except psutil.NoSuchProcess:
+            tree = []
+        for process in tree:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+        self.worker.wait()
+        click.echo(f"the worker did not stop within {WORKER_GRACE_S:g} s: killed; its runs in "
+                   "progress run again at the next start", err=True)
+        _clean_after_kill(settings, self.token)
+
+
+def _clean_after_kill(settings: Settings, token: str) -> None:
+    """What a killed worker did not do itself: deregister, and remove its sandboxes (making a
+    runtime sweeps what dead processes of this host left)."""
+    from tvmrepro.store import open_store
+    from worker.runtimes import make_runtime
+
+    try:
+        store = open_store(settings.store_url, pooled=False)
+        try:
+            store.forget_worker(token)
+        finally:
+            store.dispose()
+        make_runtime(settings.runtime, settings)
+    except Exception as exc:  # the next start sweeps and the heartbeat goes stale anyway
+        click.echo(f"cleaning up after the worker failed: {exc}", err=True)
 
 
 def _service_settings() -> Settings:

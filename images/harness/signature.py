@@ -34,8 +34,10 @@ _SYNONYMS: tuple[tuple[str, str], ...] = (
 _FFI_SIGNATURE = re.compile(
     r"(?<![\w.:])(?P<name>[\w.:]+)\(\s*\d+:[^()`]*\)(?:\s*->\s*[\w.:]+(?:<[\w.:<>, ]*>)?)?")
 # A type qualified by its module or namespace reads unqualified: ir.Tuple, relax.expr.Tuple,
-# tvm::relax::Tuple are one Tuple (types moved between ir, relax and tirx).
-_QUALIFIED_TYPE = re.compile(r"\b(?:[a-z_][a-z0-9_]*(?:\.|::))+(?=[A-Z])")
+# tvm::relax::Tuple are one Tuple (types moved between ir, relax and tirx). What
+# `\b(?:[a-z_][a-z0-9_]*(?:\.|::))+(?=[A-Z])` removes, removed by `unqualified` in one pass (the
+# pattern itself is quadratic: it walks a long chain again from each of its segments).
+_QUALIFIER = re.compile(r"[a-z_][a-z0-9_]*(?:\.|::)")
 # Presence tests in a check's condition: x.defined(), x.has_value(), !x.IsMissing(), x != nullptr.
 # An operand starts where a run of its characters starts (as `_FFI_SIGNATURE`'s name does): the
 # leftmost match is the same, and a long run that is no operand is scanned once, not once from
@@ -45,7 +47,9 @@ _PRESENCE: tuple[tuple[str, str], ...] = (
     (r"!\s*([\w.\->\[\]]+)\.IsMissing\(\)", r"\1 is set"),
     (_OPERAND + r"\.IsMissing\(\)", r"!\1 is set"),
     (_OPERAND + r"\.(?:defined|has_value)\(\)", r"\1 is set"),
-    (_OPERAND + r"(?:\.get\(\))?\s*!=\s*nullptr", r"\1 is set"),
+    # (and where a match of it ended, as the scan goes on there: `x != nullptry != nullptr`)
+    (r"(?:(?<![\w.\->\[\]])|(?<=nullptr))([\w.\->\[\]]+)(?:\.get\(\))?\s*!=\s*nullptr",
+     r"\1 is set"),
 )
 _NOISE: tuple[tuple[str, str], ...] = (
     (r"0x[0-9a-fA-F]+", "0x?"),
@@ -55,6 +59,10 @@ _NOISE: tuple[tuple[str, str], ...] = (
     (r"\bat \d+:\d+\b", "at ?"),
     (r"\s+", " "),
 )
+# What normalize reads of a text: more than a message holds (an error type and MESSAGE_CAP
+# characters). Its patterns are linear (tests/harness/test_signature_bounds.py measures them on
+# forged text), and a quadratic one would cost little here.
+NORMALIZE_CAP = 4096
 _REPR_START = re.compile(r"\b(?P<type>[A-Z]\w*)\((?=\w+=)")
 _REPR_NAME = re.compile(r"\b(?:name|name_hint|global_symbol)=\"?(?P<name>[\w.]+)")
 
@@ -108,15 +116,41 @@ def _collapse_reprs(text: str) -> str:
 
 
 def normalize(text: str) -> str:
-    """Drop addresses, paths, line numbers, FFI signatures and object fields; word renames one way."""
-    text = _collapse_reprs(text)
+    """Drop addresses, paths, line numbers, FFI signatures and object fields; word renames one way.
+
+    Reads at most NORMALIZE_CAP characters: a message is cut to classify.MESSAGE_CAP first, and
+    a result forged to hold a longer one (the worker reads it for an environment's defect)
+    costs no more than that."""
+    text = _collapse_reprs(text[:NORMALIZE_CAP])
     text = _FFI_SIGNATURE.sub(lambda m: f"{m['name']}(...)", text)
     for pattern, replacement in _SYNONYMS + _PRESENCE:
         text = re.sub(pattern, replacement, text)
-    text = _QUALIFIED_TYPE.sub("", text)
+    text = unqualified(text)
     for pattern, replacement in _NOISE:
         text = re.sub(pattern, replacement, text)
     return text.strip()
+
+
+def unqualified(text: str) -> str:
+    """`text` without the qualifiers of its types (`_QUALIFIER`): a chain of them that starts a
+    word and ends at a capital is removed. A chain that ends elsewhere is skipped whole: each
+    of its segments starts the same chain, so none of them ends at a capital either."""
+    out, kept, index = [], 0, 0
+    while index < len(text):
+        char = text[index]
+        if not ("a" <= char <= "z" or char == "_") or (
+                index and (text[index - 1].isalnum() or text[index - 1] == "_")):
+            index += 1  # no word starts here
+            continue
+        end = index
+        while (segment := _QUALIFIER.match(text, end)) is not None:
+            end = segment.end()
+        if index < end < len(text) and "A" <= text[end] <= "Z":
+            out.append(text[kept:index])
+            kept = end
+        index = max(end, index + 1)
+    out.append(text[kept:])
+    return "".join(out)
 
 
 # Names of the program (functions, variables) a message mentions: snake_case identifiers that

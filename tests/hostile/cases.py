@@ -55,6 +55,17 @@ def huge_ir() -> Hostile:
 
 
 FLOOD = "import sys\nfor _ in range(100):\n    sys.{}.write('x' * (1 << 20))\n"
+# The harness shares the case's process: a script may lift its message cap, and its run's
+# message is then the worker's cap, 64 KiB, made to make a pattern backtrack (cubic for the
+# suspects' check, quadratic for signatures: tvmrepro.jobs.bounded bounds every reader).
+FORGED_MESSAGE = """
+import sys
+for name, module in list(sys.modules.items()):
+    if name.endswith("classify") and hasattr(module, "MESSAGE_CAP"):
+        module.MESSAGE_CAP = 1 << 17
+if {when}:
+    raise RuntimeError("Check failed: ( vs. " * 4000)
+"""
 # Each of the three ends in the refusal it provokes (an OSError of its errno) only when the
 # sandbox's own cap refused it; anything else (io_uring set up, a cap passed, another refusal)
 # ends otherwise.
@@ -125,6 +136,8 @@ CASES: list[Hostile] = [
     script("self_sigkill", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", "crash",
            signal="SIGKILL"),
     huge_ir(),
+    script("forged_message", FORGED_MESSAGE.format(when="True"), "error",
+           error_type="RuntimeError"),
     script("io_uring", IO_URING, "error", error_type="PermissionError"),
     script("pty_flood", PTY_FLOOD, "error", error_type="OSError"),
     script("tmpfs_inode_flood", INODE_FLOOD, "error", error_type="OSError"),

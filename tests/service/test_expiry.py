@@ -10,6 +10,7 @@ from typing import Any
 from service.app import create_app
 from service.jobs import JobService
 from tests.conftest import NEW_ENV, OLD_ENV
+from tests.fixtures.settle_tasks import take_settle_tasks
 from tests.service.in_process import post, writes_refused
 from tvmrepro.settings import Settings
 from tvmrepro.store import schema
@@ -38,6 +39,8 @@ def test_a_read_writes_nothing_and_the_sweep_expires_the_run(
         assert answer.status_code == 200 and listed.status_code == 200, answer.text
         assert {run["state"] for run in answer.get_json()["runs"]} == {"queued"}
         Sweeper(service.celery, settings, [NEW_ENV]).tick()
+        # The sweep ended the runs; the job it finished is settled by a pool process.
+        assert take_settle_tasks(service.celery, service.store) == [stuck["id"]]
         expired = http.get(f"/api/v1/jobs/{stuck['id']}").get_json()
         assert expired["status"] == "failed"
         assert {(r["result"]["status"], r["result"]["error_type"]) for r in expired["runs"]} == {

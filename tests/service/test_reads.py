@@ -21,6 +21,7 @@ from service.app import create_app
 from service.jobs import JobService
 from tests.conftest import NEW_ENV, OLD_ENV
 from tests.fakes.runtime import FakeRuntime
+from tests.fixtures.settle_tasks import take_settle_tasks
 from tests.service.in_process import post, writes_refused
 from tvmrepro.environments import default_catalog
 from tvmrepro.jobs.kinds import KINDS
@@ -151,8 +152,13 @@ def test_the_recovery_sweep_settles_what_a_dead_finisher_left(
     unsettled = client.get(f"/api/v1/jobs/{run_job}").get_json()
     assert {run["state"] for run in unsettled["runs"]} == {"done"}
     assert unsettled["status"] == "running"
+    assert take_settle_tasks(service.celery, service.store) == []
     monkeypatch.setattr(recovery, "FINISHER_GRACE_S", 0.0)  # as if the grace had passed
     sweeper.settle_left()
+    # The sweep only published them (its thread heartbeats): a pool process settles them.
+    assert service.store.unsettled_jobs(0.0, time.time() + 1) == [run_job]
+    sweeper.settle_left()  # asked once: not published again while it waits for a worker
+    assert take_settle_tasks(service.celery, service.store) == [run_job, bisect_job]
     assert service.store.unsettled_jobs(0.0, time.time() + 1) == []
     assert service.store.stalled_bisections(time.time() + 1) == []
     settled = client.get(f"/api/v1/jobs/{run_job}").get_json()

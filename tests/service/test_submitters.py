@@ -16,7 +16,7 @@ from flask.testing import FlaskClient
 
 from service.app import create_app
 from service.jobs import JobService
-from tests.conftest import NEW_ENV
+from tests.conftest import NEW_ENV, OLD_ENV
 from tvmrepro.settings import MAX_TRIAGE_REPORTS, Settings
 
 TOKEN = "a-maintainer-token-of-the-tests"
@@ -168,3 +168,19 @@ def test_a_token_that_is_not_the_maintainers_is_refused(tmp_path: Path) -> None:
             assert TOKEN not in response.get_data(as_text=True)  # never echoed
     for client in api(tmp_path / "none", TVMREPRO_MAINTAINER_TOKEN=""):  # no token: nobody is
         assert post(client, run_job(0), token=TOKEN)[0] == 403
+
+
+def test_a_sweep_runs_at_most_its_cap_of_stored_cases(tmp_path: Path) -> None:
+    for client in api(tmp_path, TVMREPRO_MAX_SWEEP_CASES="2"):
+        for n in range(3):
+            assert post(client, run_job(n))[0] == 202
+        sweep = {"kind": "sweep", "env": NEW_ENV, "since": OLD_ENV, "wait": True}
+        status, first = post(client, sweep, token=TOKEN)
+        assert status == 202, first
+        assert first["title"].startswith("sweep of 2 stored cases (1-2 of 3)")
+        assert first["sweep"]["progress"]["cases"] == 2 and first["sweep"]["next_offset"] == 2
+        status, rest = post(client, {**sweep, "offset": 2}, token=TOKEN)
+        assert status == 202, rest
+        assert rest["sweep"]["progress"]["cases"] == 1 and rest["sweep"]["next_offset"] is None
+        status, body = post(client, {**sweep, "offset": 3}, token=TOKEN)
+        assert status == 400 and body["error"]["field"] == "offset", body

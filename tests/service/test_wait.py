@@ -98,7 +98,8 @@ def test_a_command_that_stops_waiting_says_how_to_get_back(fake_stack: Stack,
     table = tvmrepro(fake_stack, "wait", job_id, "--server", fake_stack.url)
     out, err = table.communicate(timeout=60)
     assert table.returncode == 0, err
-    assert NEW_ENV in out and "ok" in out.split(NEW_ENV)[-1], out
+    # The table's row under its environment's column says ok (the caption names the releases).
+    assert NEW_ENV in out and "ok" in out.split(NEW_ENV)[1].split("on ")[0], out
 
     unknown = tvmrepro(fake_stack, "wait", "no-such-job", "--server", fake_stack.url)
     _, err = unknown.communicate(timeout=60)

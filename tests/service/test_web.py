@@ -324,3 +324,18 @@ def test_a_bisection_shows_its_commit_window_under_the_timeline(browser: Any, st
     assert link.get_attribute("href") == span["compare_url"]
     shown = by_css(browser, "ol.suspects > li")
     assert len(shown) == len(change["suspects"])
+    # Which history, how fresh; and what the job is over, why, and what it left out.
+    assert f"History: {span['history']}, newest commit {span['history_newest'][:10]}" in text
+    over = one(browser, "#job-over").text
+    assert over.startswith(f"On {OLD_ENV}, {NEW_ENV} (named by the request); not probed: "
+                           "tvm-0.25.0rc0-cpu, "), over
+
+
+def test_the_case_page_ticks_the_default_set_and_says_so(browser: Any, stack: Stack) -> None:
+    open_case_page(browser, stack)  # the stack serves OLD_ENV and NEW_ENV; only NEW_ENV is one
+    ticked = {box.get_attribute("value") for box in by_css(browser, "#environments input")
+              if box.is_selected()}
+    assert ticked == {NEW_ENV}
+    assert one(browser, "#environments-why").text == ("Ticked: the default: the newest release "
+                                                      "of each minor version (those a worker "
+                                                      "serves).")

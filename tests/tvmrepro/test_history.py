@@ -153,3 +153,66 @@ def test_a_history_that_fails_costs_the_suspects_only(made: dict[str, Any],
         {"before": "a", "after": "b", "from": "bad", "to": "good", "candidates": []}]
     annotate(found, runs.get, {}, GitHistory(made["repo"]))
     assert found["transitions"][0]["window"]["commits"] == 2
+
+
+def test_history_update_indexes_a_clone_into_the_home_and_is_the_default_from_then_on(
+        made: dict[str, Any], tmp_path: Path) -> None:
+    import hashlib
+    import sys
+
+    from tvmrepro.history import HOME_INDEX, SHIPPED
+
+    home = tmp_path / "home"
+    environ = {k: v for k, v in os.environ.items() if k != "TVMREPRO_TVM_HISTORY"}
+    environ["TVMREPRO_HOME"] = str(home)
+    cli = str(Path(sys.executable).parent / "tvmrepro")
+    shipped = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in SHIPPED.iterdir()}
+    before = subprocess.run([cli, "env", "list", "--json"], env=environ, capture_output=True,
+                            text=True, check=True)
+    assert json.loads(before.stdout)["history"]["source"] == "the shipped commit index"
+    proc = subprocess.run([cli, "history", "update", str(made["repo"]), "--json"], env=environ,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    facts = json.loads(proc.stdout)
+    assert (facts["path"], facts["commits"]) == (str(home / HOME_INDEX), 4)
+    with gzip.open(home / HOME_INDEX, "rt") as handle:
+        rows = {row["sha"]: row for row in map(json.loads, handle)}
+    with gzip.open(made["index"], "rt") as handle:
+        expected = {row["sha"]: row for row in map(json.loads, handle)}
+    # What each commit changed, as the format says (the hand-written index's own facts).
+    for sha, row in expected.items():
+        assert {k: v for k, v in rows[sha].items() if k != "branches"} == \
+            {k: v for k, v in row.items() if k != "branches"}, sha
+    # The branches that reach each commit: v1 was made from main's first commit.
+    assert rows[made["main"][0]]["branches"] == ["main", "v1"]
+    assert rows[made["main"][2]]["branches"] == ["main"]
+    assert rows[made["picked"]]["branches"] == ["v1"]
+    # From then on it is the default: the same windows as the clone itself gives.
+    history = open_history(None, home)
+    assert history is not None and history.name == str(home / HOME_INDEX)
+    for start, stop in ((made["main"][0], made["main"][2]), (made["picked"], made["main"][2])):
+        ours, theirs = window(history, start, stop), window(GitHistory(made["repo"]), start, stop)
+        assert [(c.sha, c.functions, c.identifiers) for c in ours.commits] == \
+            [(c.sha, c.functions, c.identifiers) for c in theirs.commits]
+        assert ours.picked == theirs.picked
+    listed = json.loads(subprocess.run([cli, "env", "list", "--json"], env=environ,
+                                       capture_output=True, text=True, check=True).stdout)
+    newest = git(made["repo"], "log", "-1", "--format=%cI", made["picked"])  # the newest
+    assert listed["history"] == {"name": str(home / HOME_INDEX), "newest": newest,
+                                 "source": "made by `tvmrepro history update`"}
+    said = subprocess.run([cli, "env", "list"], env=environ, capture_output=True, text=True,
+                          check=True).stdout.splitlines()[-1]
+    assert said == f"history: {home / HOME_INDEX} (made by `tvmrepro history update`), " \
+                   f"newest commit {newest}"
+    assert shipped == {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+                       for p in SHIPPED.iterdir()}  # the package is not written
+
+
+def test_history_update_refuses_what_is_not_a_clone(tmp_path: Path) -> None:
+    from tvmrepro.environments import default_catalog
+    from tvmrepro.jobs.bisect.history_index import update
+
+    with pytest.raises(BadInput) as refused:
+        update(tmp_path, tmp_path / "home", default_catalog())
+    assert refused.value.field == "PATH" and str(tmp_path) in str(refused.value)
+    assert not (tmp_path / "home").exists()

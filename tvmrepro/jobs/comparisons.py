@@ -4,20 +4,24 @@ A job's comparisons (in each environment, its first variant against every other)
 are computed once, when the job's last run is stored (tvmrepro.jobs.settling), and stored
 with the job: reading a job never diffs IR. A comparison between the same two
 results in the same cells is stored already when a job's runs came from the cache
-(`reusable`): it is copied, not computed again. `compare` also answers
-GET /api/v1/jobs/<id>/compare for any two runs.
+(`reusable`): it is copied, not computed again. GET /api/v1/jobs/<id>/compare of two runs
+is answered from the stored comparison of their cells and results where there is one
+(`run_comparison`), else computed within GET_BUDGET_S. Every diff is bounded in size and time
+(tvmrepro.jobs.irdiff): the IR is the run's own text.
 """
 
 from __future__ import annotations
 
-import difflib
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from tvmrepro.api.views import CellRef, Comparison, PassIR, PassStep
+from tvmrepro.jobs.irdiff import MAX_DIFF_CHARS, unified_diff
 from tvmrepro.store.rows import JobRow
 
-MAX_DIFF_CHARS = 64 * 1024  # a diff longer than this is cut (the /ir endpoint has it all)
-DIFF_CONTEXT = 3
+__all__ = ["MAX_DIFF_CHARS", "compare", "first_difference", "job_comparisons", "passes_of"]
+JOB_BUDGET_S = 10.0  # all of one job's comparisons (each one: irdiff.PAIR_BUDGET_S at most)
+GET_BUDGET_S = 0.25  # a comparison that a GET makes (of two runs the job never compared)
 
 # A result id -> that run's passes as the store keeps them, each with the TVMScript after it.
 PassLoader = Callable[[str], Sequence[Mapping[str, object]]]
@@ -53,22 +57,21 @@ def _label(ref: CellRef, passes: list[PassIR], index: int) -> str:
     return f"{ref.variant}@{ref.environment} (no pass {index}; IR after its last pass)"
 
 
-def compare(a: CellRef, a_passes: list[PassIR], b: CellRef, b_passes: list[PassIR]) -> Comparison:
-    """The first pass after which two cells' IR differs, and the diff of the IR after it."""
+def compare(a: CellRef, a_passes: list[PassIR], b: CellRef, b_passes: list[PassIR],
+            deadline: float | None = None) -> Comparison:
+    """The first pass after which two cells' IR differs, and the diff of the IR after it
+    (matched until `deadline`, time.monotonic: irdiff.unified_diff)."""
     index = first_difference(a_passes, b_passes)
     if index is None:
         return Comparison(a=a, b=b, identical=True)
     step = PassStep(index=index,
                     a=a_passes[index].name if index < len(a_passes) else None,
                     b=b_passes[index].name if index < len(b_passes) else None)
-    lines = difflib.unified_diff(
-        _ir_at(a_passes, index).splitlines(keepends=True),
-        _ir_at(b_passes, index).splitlines(keepends=True),
-        fromfile=_label(a, a_passes, index), tofile=_label(b, b_passes, index), n=DIFF_CONTEXT)
-    diff = "".join(lines)
-    truncated = len(diff) > MAX_DIFF_CHARS
-    return Comparison(a=a, b=b, identical=False, first_differing_pass=step,
-                      diff=diff[:MAX_DIFF_CHARS], truncated=truncated)
+    diff, truncated = unified_diff(_ir_at(a_passes, index), _ir_at(b_passes, index),
+                                   _label(a, a_passes, index), _label(b, b_passes, index),
+                                   deadline)
+    return Comparison(a=a, b=b, identical=False, first_differing_pass=step, diff=diff,
+                      truncated=truncated)
 
 
 def job_pairs(job: JobRow) -> list[Pair]:
@@ -114,8 +117,34 @@ def reusable(jobs: list[JobRow]) -> dict[PairKey, Comparison]:
 
 def job_comparisons(job: JobRow, load: PassLoader,
                     known: dict[PairKey, Comparison] | None = None) -> list[Comparison]:
-    """The job's comparisons (`job_pairs`): those in `known` reused, the others computed."""
+    """The job's comparisons (`job_pairs`): those in `known` reused, the others computed,
+    all within JOB_BUDGET_S (past it, each region that differs reads as one hunk)."""
     known = known or {}
+    deadline = time.monotonic() + JOB_BUDGET_S
     return [known.get(_key(a, a_result, b, b_result))
-            or compare(a, passes_of(load(a_result)), b, passes_of(load(b_result)))
+            or compare(a, passes_of(load(a_result)), b, passes_of(load(b_result)), deadline)
             for a, a_result, b, b_result in job_pairs(job)]
+
+
+def stored_comparison(job: JobRow, a_result: str, b_result: str) -> Comparison | None:
+    """The comparison stored with the job of these two results, in this order, if any."""
+    for a, a_id, b, b_id in job_pairs(job):
+        if (a_id, b_id) == (a_result, b_result):
+            return next((c for c in job.comparisons or [] if (c.a, c.b) == (a, b)), None)
+    return None
+
+
+def run_comparison(job: JobRow, a_run: str, b_run: str, load: PassLoader) -> Comparison | None:
+    """Two finished runs of a job compared (None: either is unknown or unfinished): the
+    stored comparison of their cells and results, else one made within GET_BUDGET_S."""
+    runs = {run.id: run for run in job.runs}
+    first, second = runs.get(a_run), runs.get(b_run)
+    if first is None or second is None or not first.result_id or not second.result_id:
+        return None
+    found = stored_comparison(job, first.result_id, second.result_id)
+    if found is not None:
+        return found
+    return compare(CellRef(variant=first.variant, environment=first.environment),
+                   passes_of(load(first.result_id)),
+                   CellRef(variant=second.variant, environment=second.environment),
+                   passes_of(load(second.result_id)), time.monotonic() + GET_BUDGET_S)

@@ -86,12 +86,15 @@ def settle_quietly(store: Store, job_id: str) -> None:
                       job_id)
 
 
-def finish_run(store: Store, job_id: str, run_id: str, result: Result) -> bool:
+def finish_run(store: Store, job_id: str, run_id: str, result: Result,
+               settle_job: bool = True) -> bool:
     """Store a run's result (`Store.finish`) and, if that finished its job, settle the job
-    (after the commit: no diff is made while holding the write lock). True when stored."""
+    (after the commit: no diff is made while holding the write lock; not with `settle_job`
+    False: the caller has it settled elsewhere). True when stored."""
     if not store.finish(run_id, result):
         return False
-    settle_quietly(store, job_id)
+    if settle_job:
+        settle_quietly(store, job_id)
     return True
 
 

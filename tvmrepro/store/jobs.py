@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 
 from tvmrepro.errors import ReproError
 from tvmrepro.lifecycle import CACHED_STATUSES, UNCACHED_SIGNATURES, Action, Claim, RunState
+from tvmrepro.results import Status
 from tvmrepro.store import schema as t
 from tvmrepro.store.bisections import BisectionRows
 from tvmrepro.store.blobs import BlobRows
@@ -169,15 +170,17 @@ class Store(ResultRows, ComparisonRows, WorkerRegistry, BisectionRows, Narrowing
         CACHED_STATUSES: never a timeout, a SIGKILL or an infra_error), or None."""
         return self.cached_results([cache_key]).get(cache_key)
 
-    def cached_results(self, cache_keys: list[str]) -> dict[str, str]:
-        """Cache key -> `cached_result` of it, for those that have one, in one query."""
+    def cached_results(self, cache_keys: list[str],
+                       statuses: tuple[Status, ...] = CACHED_STATUSES) -> dict[str, str]:
+        """Cache key -> `cached_result` of it, for those that have one, in one query (those
+        with one of `statuses`: a sweep takes a stored timeout too)."""
         # Only the runs that made a result themselves (its run_id is theirs): a cached run
         # points at the first of them, so they answer alone. Reached through the cache key's
         # index, not (as SQLite chose for `state`) through every finished run of the store.
         query = (sa.select(t.runs.c.cache_key, t.results.c.run_id)
                  .join(t.results, t.results.c.run_id == t.runs.c.id)
                  .where(t.runs.c.cache_key.in_(set(cache_keys)),
-                        t.results.c.status.in_([s.value for s in CACHED_STATUSES]),
+                        t.results.c.status.in_([s.value for s in statuses]),
                         t.results.c.signature.not_in(UNCACHED_SIGNATURES)
                         | t.results.c.signature.is_(None))
                  .order_by(t.runs.c.finished_at.desc(), t.runs.c.id))

@@ -24,6 +24,7 @@ from tvmrepro.environments import Catalog, default_catalog
 from tvmrepro.jobs.bisect.given import given_over
 from tvmrepro.jobs.bisect.logic import Observation, Options, bisect_rounds, initial_probes
 from tvmrepro.jobs.bisect.windows import annotate, configured_history
+from tvmrepro.jobs.bounded import within
 from tvmrepro.jobs.kind import Publish
 from tvmrepro.jobs.oracles import parse_oracle
 from tvmrepro.jobs.settling import settle, submit
@@ -33,6 +34,7 @@ from tvmrepro.store.bisections import BisectionStep, BisectionUpdate
 from tvmrepro.store.rows import JobRow, RunRow
 
 log = logging.getLogger(__name__)
+STEP_BUDGET_S = 15.0  # the patterns of one step (windows.SUSPECTS_BUDGET_S of it for suspects)
 
 def make_runs(store: Store, job_id: str, case: Case, options: Options, envs: list[str],
               catalog: Catalog, first_ordinal: int) -> list[RunRow]:
@@ -130,7 +132,10 @@ def after_run(store: Store, publish: Publish, job_id: str) -> None:
     result is stored, and the recovery sweep takes the step (and publishes runs stored but
     not published)."""
     try:
-        waiting = advance(store, job_id, default_catalog())
+        # Every pattern the step applies to runs' text (its oracle, its suspects; each of its
+        # attempts), within one budget: tvmrepro.jobs.bounded.
+        with within(STEP_BUDGET_S):
+            waiting = advance(store, job_id, default_catalog())
         publish(waiting)
         if not waiting:
             # The step's probes (if any) all came from the cache: no finisher will settle the

@@ -36,6 +36,8 @@ from tvmrepro.jobs.tracker.steps import (
 from tvmrepro.jobs.tracker.sweep import previous_environment, stored_cases
 from tvmrepro.jobs.tracker.triage_job import REPORTS_FIELD, reports_of_request
 from tvmrepro.jobs.views import iso
+from tvmrepro.lifecycle import RunState
+from tvmrepro.results import Status
 from tvmrepro.settings import variable_name
 from tvmrepro.store import Store
 from tvmrepro.store.rows import JobRow, RunRow
@@ -46,6 +48,24 @@ def part_maker(sub: Submission, bypass_cache: bool) -> MakeRuns:
     def make_runs(job_id: str, case: Case, envs: list[Environment],
                   now: float) -> list[RunRow]:
         return sub.runs(job_id, case, fan_out(case, envs, {}, case_field="case"), bypass_cache)
+    return make_runs
+
+
+def sweep_maker(sub: Submission) -> MakeRuns:
+    """How a sweep makes a stored case's runs: from the cache, and a stored timeout of the
+    case on an environment served as one too (run again, it would spend its time limit to say
+    the same: once is enough; a run that was cut short by a kill is no timeout)."""
+    made = part_maker(sub, False)
+
+    def make_runs(job_id: str, case: Case, envs: list[Environment],
+                  now: float) -> list[RunRow]:
+        runs = made(job_id, case, envs, now)
+        timeouts = sub.store.cached_results([run.cache_key for run in runs if not run.done],
+                                            (Status.TIMEOUT,))
+        return [run.model_copy(update={
+            "state": RunState.DONE, "cached": True, "result_id": timeouts[run.cache_key],
+            "published_at": None, "finished_at": now}) if run.cache_key in timeouts and
+            not run.done else run for run in runs]
     return make_runs
 
 
@@ -97,6 +117,10 @@ def sweep_environments(sub: Submission, request: SweepRequest) -> tuple[Environm
     new = sub.catalog.get(request.env, "env")
     old = (sub.catalog.get(request.since, "since") if request.since
            else previous_environment(sub.catalog, new, "since"))
+    if old.id == new.id:
+        raise BadInput("since", f"is {old.id}, the environment the sweep runs on: a sweep "
+                                "compares two environments (leave `since` out for the release "
+                                "before `env`)")
     served = sub.served()
     for field, env in (("since", old), ("env", new)):
         if not request.wait and env.id not in served:
@@ -114,7 +138,7 @@ def start_sweep(sub: Submission, request: SweepRequest) -> str:
                                  f"from 0 to {max(0, len(cases) - 1)}")
     # At most TVMREPRO_MAX_SWEEP_CASES of them: a store holding more is swept in parts.
     chosen = cases[request.offset:request.offset + sub.settings.max_sweep_cases]
-    job_id, runs = store_sweep(sub.store, chosen, old, new, part_maker(sub, False), sub.cap,
+    job_id, runs = store_sweep(sub.store, chosen, old, new, sweep_maker(sub), sub.cap,
                                sub.now, (request.offset, len(cases)))
     sub.published(runs)
     return job_id

@@ -35,7 +35,7 @@ EXPORT_FIELDS = ("number", "title", "state", "body", "url")
 MARKDOWN_SUFFIXES = (".md", ".markdown", ".txt", "")
 # What reading one report may take (tvmrepro.jobs.bounded): a body made to make the patterns
 # below backtrack is refused (TooSlow, a BadInput), never read for minutes.
-IMPORT_BUDGET_S = 1.0
+IMPORT_BUDGET_S = 3.0
 _PYTHON_TAGS = {"", "python", "py", "python3", "ipython", "pycon"}
 # Sections whose blocks show what happened, not what to run ("Actual behavior", "Error log";
 # not "Steps to reproduce the error").

@@ -18,7 +18,7 @@ from tvmrepro.settings import MAX_ISSUE_NUMBER
 
 REPORTS_FIELD = "reports"
 # What importing a triage's reports may take in all (each one: importing.IMPORT_BUDGET_S).
-TRIAGE_IMPORT_BUDGET_S = 10.0
+TRIAGE_IMPORT_BUDGET_S = 15.0
 
 
 class TriageProgress(BaseModel):
