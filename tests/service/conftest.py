@@ -87,11 +87,9 @@ def local_cells(founding_case: dict[str, Any], tvm_envs: dict[str, Environment],
             for variant in case.variant_names for env_id in (OLD_ENV, NEW_ENV)}
 
 
-@pytest.fixture
-def app(tmp_path: Path) -> Iterator[Flask]:
-    """An app on a fresh home, knowing the passes of the two environments (no TVM needed)."""
-    settings = Settings.from_env({"TVMREPRO_HOME": str(tmp_path),
-                                  "TVMREPRO_MAX_REQUEST_BYTES": str(SMALL_LIMIT)})
+def app_knowing_both(settings: Settings) -> Iterator[Flask]:
+    """An app with these settings whose store knows the passes of the two environments, as a
+    worker records them (no TVM needed); its store is closed after."""
     app = create_app(settings)
     service: JobService = app.extensions["tvmrepro"]
     for env_id in (OLD_ENV, NEW_ENV):
@@ -99,6 +97,13 @@ def app(tmp_path: Path) -> Iterator[Flask]:
         service.store.save_fingerprint(env_id, fake.fingerprint(default_catalog().get(env_id)))
     yield app
     service.store.dispose()
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[Flask]:
+    """An app on a fresh home, knowing the passes of the two environments (no TVM needed)."""
+    yield from app_knowing_both(Settings.from_env({
+        "TVMREPRO_HOME": str(tmp_path), "TVMREPRO_MAX_REQUEST_BYTES": str(SMALL_LIMIT)}))
 
 
 @pytest.fixture

@@ -16,12 +16,10 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from cli.commands.tracker import reports_json
-from service.app import create_app
 from service.jobs import JobService
-from tests.conftest import NEW_ENV, OLD_ENV
-from tests.fakes.runtime import FakeRuntime
+from tests.conftest import NEW_ENV
+from tests.service.conftest import app_knowing_both
 from tests.service.in_process import job, post
-from tvmrepro.environments import default_catalog
 from tvmrepro.jobs.settling import finish_run
 from tvmrepro.jobs.tracker.importing import import_file
 from tvmrepro.results import Result
@@ -36,18 +34,7 @@ def app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Flask]:
     environ = {"TVMREPRO_HOME": str(tmp_path)}
     if request.param == "postgres":
         environ["DATABASE_URL"] = request.getfixturevalue("clean_postgres")
-    app = create_app(Settings.from_env(environ))
-    service: JobService = app.extensions["tvmrepro"]
-    for env_id in (OLD_ENV, NEW_ENV):
-        fake = FakeRuntime(service.settings)  # what a worker records, without provisioning TVM
-        service.store.save_fingerprint(env_id, fake.fingerprint(default_catalog().get(env_id)))
-    yield app
-    service.store.dispose()
-
-
-@pytest.fixture
-def client(app: Flask) -> FlaskClient:
-    return app.test_client()
+    yield from app_knowing_both(Settings.from_env(environ))
 
 
 def service_of(app: Flask) -> JobService:
