@@ -172,7 +172,8 @@ def test_zygotes_started_for_a_command_do_not_outlive_a_start_that_fails(
         with pytest.raises(ProvisionError):
             runtime.start_zygotes([tvm_envs[NEW_ENV], never])
         assert zygotes() - others == set()
-        assert set(settings.work_dir.glob(ours)) == before
+        # Only new directories count: other runtimes' warm pools retire theirs meanwhile.
+        assert set(settings.work_dir.glob(ours)) - before == set()
         assert runtime.zygotes is not None and not runtime.zygotes.running
     finally:
         runtime.close()
