@@ -220,6 +220,8 @@ def print_answer(answer: TriageAnswer) -> None:
         why = f": {line.incompatible}" if line.incompatible else ""
         click.echo(shown(f"{_named(line.number)}{state}: {line.verdict.value}{since}{grouped} "
                          f"({statuses or line.no_code}){why}"))
+        for env, defect in line.environment_defects.items():
+            click.echo(shown(f"  not counted, a broken environment: {env} ({defect})"))
     for group in answer.groups:
         if len(group.reports) > 1:
             members = ", ".join(_named(number) for number in group.reports)

@@ -51,6 +51,26 @@ def test_verdict_rules(quoted: str, statuses: tuple[str, ...], verdict: Verdict,
     assert verdict_of(_report(quoted), _runs(*statuses)) == (verdict, since)
 
 
+BROKEN_WHEEL = "vm_init: AssertionError: Cannot find the source directory given ffi_dir"
+
+
+def test_a_run_its_broken_environment_decided_is_not_counted() -> None:
+    """0.25.0rc0's wheel cannot create a VM for any module: a report that works everywhere else
+    failed there "as its canary does". Counted, it would read as fixed since the next release;
+    left out, it never reproduced, and the answer names the broken environment."""
+    report = _report("ValueError: bad")
+    runs = _runs("error", "ok", "ok")
+    runs[0] = runs[0].model_copy(update={"environment_defect": BROKEN_WHEEL})
+    assert verdict_of(report, runs) == (Verdict.NEVER_REPRODUCED, None)
+    line = triage([report], [runs]).reports[0]
+    assert (line.verdict, line.since, line.group) == (Verdict.NEVER_REPRODUCED, None, None)
+    assert line.environment_defects == {"env-0": BROKEN_WHEEL}
+    # Broken on the newest: the newest sound environment says whether it fails now.
+    runs = [*_runs("error", "error"),
+            TriageRun(env="env-2", status="error", environment_defect=BROKEN_WHEEL)]
+    assert verdict_of(report, runs) == (Verdict.REPRODUCES, None)
+
+
 def _expected() -> dict[str, dict[str, Any]]:
     return json.loads((CORPUS / "EXPECTED.json").read_text())["reports"]
 

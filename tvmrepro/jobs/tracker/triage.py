@@ -61,6 +61,9 @@ class TriageRun(BaseModel):
     signature: str | None = None
     error: str | None = None  # "InternalError: Check failed: ..." (the message's first line)
     stage: str | None = None  # where it ended ("parse", "pass:2:FuseOps", "build")
+    # The environment's own defect where the run failed as its canary does (a broken wheel):
+    # such a run says nothing of the report and is left out of its verdict.
+    environment_defect: str | None = None
 
 
 class ReportTriage(BaseModel):
@@ -78,6 +81,8 @@ class ReportTriage(BaseModel):
     # Why the newest environment could not run the script, where the verdict is incompatible:
     # its run's error ("RelayRemoved: Relay (tvm.relay) was removed in TVM 0.20.0 ...").
     incompatible: str | None = None
+    # The environments whose runs were left out, each with its defect (a broken wheel).
+    environment_defects: dict[str, str] = Field(default_factory=dict)
 
 
 class Group(BaseModel):
@@ -189,10 +194,16 @@ def matches_quoted(report: ImportedReport, run: TriageRun) -> bool:
     return difflib.SequenceMatcher(None, quoted[:200], now[:200]).ratio() >= SAME_MESSAGE_RATIO
 
 
+def sound(runs: list[TriageRun]) -> list[TriageRun]:
+    """The runs that say something of the report: not those its environment's defect decided."""
+    return [run for run in runs if not run.environment_defect]
+
+
 def verdict_of(report: ImportedReport, runs: list[TriageRun]) -> tuple[Verdict, str | None]:
     """The verdict and, for a fix, the first environment (oldest first) where it no longer fails."""
     if report.script is None:
         return Verdict.NO_CODE, None
+    runs = sound(runs)
     measured = [run for run in runs if run.status not in NOT_MEASURED]
     # Whether it fails now is the newest environment's answer alone: a script that newest
     # release cannot run (its API moved on) neither reproduces nor is fixed there.
@@ -209,6 +220,7 @@ def verdict_of(report: ImportedReport, runs: list[TriageRun]) -> tuple[Verdict, 
 
 def bug_signature(report: ImportedReport, runs: list[TriageRun]) -> str | None:
     """The signature of the report's bug: that of its newest run that fails."""
+    runs = sound(runs)
     where = quoted_stage(report, runs)
     failing = [run for run in runs if fails(report, run, where)]
     return failing[-1].signature if failing else None
@@ -249,7 +261,7 @@ def triage(reports: list[ImportedReport], runs: list[list[TriageRun]]) -> Triage
     lines = []
     for report, report_runs, signature in zip(reports, runs, signatures, strict=True):
         verdict, since = verdict_of(report, report_runs)
-        newest = report_runs[-1] if report_runs else None
+        newest = sound(report_runs)[-1] if sound(report_runs) else None
         lines.append(ReportTriage(
             number=report.number, state=report.state, verdict=verdict,
             quoted_error_reproduced=(matches_quoted(report, newest)
@@ -257,6 +269,8 @@ def triage(reports: list[ImportedReport], runs: list[list[TriageRun]]) -> Triage
             since=since, group=group_of.get(signature) if signature else None,
             signature=newest.signature if newest and newest.status in FAILING else None,
             statuses={run.env: run.status for run in report_runs}, no_code=report.no_code,
-            incompatible=newest.error if newest and verdict == Verdict.INCOMPATIBLE else None))
+            incompatible=newest.error if newest and verdict == Verdict.INCOMPATIBLE else None,
+            environment_defects={run.env: run.environment_defect for run in report_runs
+                                 if run.environment_defect}))
     audit = [entry for line in lines if (entry := audit_entry(line)) is not None]
     return TriageAnswer(reports=lines, groups=groups, audit=audit)

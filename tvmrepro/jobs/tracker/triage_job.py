@@ -101,7 +101,8 @@ def triage_run_of(result: dict[str, Any]) -> TriageRun:
     signature = bug_signature(status, result.get("signature"), result.get("stage"))
     return TriageRun(env=str(result.get("environment")), status=status,
                      signature=signature or result.get("signature"), error=error,
-                     stage=result.get("stage"))
+                     stage=result.get("stage"),
+                     environment_defect=result.get("environment_defect"))
 
 
 def triage_job_answer(reports: list[ImportedReport], jobs: list[str | None],
