@@ -104,8 +104,16 @@ ENV_PREFIX = "TVMREPRO_"
 # is a CUDA build of several GB).
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
+# The GitHub bot (tvmrepro/bot/, docs/bot.md): GitHub's REST API, the author associations
+# whose commands it takes, the passing checks before it asks to confirm a fix, and how long
+# reports of one signature are answered as one group.
+DEFAULT_GITHUB_API_URL = "https://api.github.com"
+DEFAULT_GITHUB_ASSOCIATIONS = "OWNER,MEMBER,COLLABORATOR"
+GITHUB_FIXED_SWEEPS = 2
+GITHUB_FLOOD_WINDOW_S = 86400.0
+
 # Settings whose value an error never shows.
-_SECRETS = ("maintainer_token",)
+_SECRETS = ("maintainer_token", "github_webhook_secret", "github_token")
 # How a value that does not parse is described (pydantic's error type -> words).
 _PROBLEMS = {"int_parsing": "not an integer", "int_from_float": "not an integer",
              "float_parsing": "not a number", "bool_parsing": "not a boolean"}
@@ -180,6 +188,21 @@ class Settings(BaseModel):
     # The local runtime gives each run a cgroup of its own (memory, CPU share, processes) where
     # it can (worker/runtimes/cgroup.py); 0 turns that off.
     run_cgroups: bool = True
+    # The GitHub bot (docs/bot.md): the App's webhook secret (unset: the webhook answers 404),
+    # its REST API, and how it authenticates: a token, or the App's id and private key (a PEM
+    # file) for an installation token.
+    github_webhook_secret: str | None = Field(default=None, min_length=MIN_TOKEN_CHARS, repr=False)
+    github_api_url: str = DEFAULT_GITHUB_API_URL
+    github_token: str | None = Field(default=None, repr=False)
+    github_app_id: str | None = None
+    github_private_key: Path | None = None
+    github_bot_name: str = Field(default="tvm-repro", pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}$")
+    # Comma-separated author associations whose commands the bot takes (and the author).
+    github_allowed_associations: str = DEFAULT_GITHUB_ASSOCIATIONS
+    github_fixed_sweeps: int = Field(default=GITHUB_FIXED_SWEEPS, gt=0)
+    github_flood_window_s: float = Field(default=GITHUB_FLOOD_WINDOW_S, gt=0)
+    # Where the bot's comments link the job pages (this service as the world reaches it).
+    public_url: str = DEFAULT_SERVER
 
     @field_validator("tracker_url")
     @classmethod
@@ -189,7 +212,14 @@ class Settings(BaseModel):
                              f"{DEFAULT_TRACKER_URL}")
         return value.rstrip("/")
 
-    @field_validator("home", "wheelhouse", "package_cache")
+    @field_validator("github_api_url", "public_url")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        if not re.fullmatch(r"https?://[\w.-]+(:\d+)?(/[\w.~-]+)*/?", value):
+            raise ValueError("not an http(s) address")
+        return value.rstrip("/")
+
+    @field_validator("home", "wheelhouse", "package_cache", "github_private_key")
     @classmethod
     def _expand(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None

@@ -13,12 +13,17 @@ What counts:
   'dtype'` inside the ONNX importer) and stays an `error`;
 - an operator that is not registered (`Op.get`, an AttributeError from TVM's C++);
 - a TVMScript DiagnosticError reporting a missing attribute of a dialect (`T.BitwiseAnd`,
-  `R.func_ret_ty`, `I.meta_var` on 0.25: the parser reports what its evaluation raised).
+  `R.func_ret_ty`, `I.meta_var` on 0.25: the parser reports what its evaluation raised);
+- a keyword argument a TVM function of this release does not take, passed by the script itself
+  (`relax.op.image.affine_grid(..., align_corners=True)` on 0.25: a newer release's parameter).
+  The call never entered the function, so the innermost frame is the script's; a TVM function
+  passing a wrong keyword to another is TVM's bug and stays an `error`.
 """
 
 from __future__ import annotations
 
 import difflib
+import inspect
 import pkgutil
 import re
 import sys
@@ -30,6 +35,8 @@ _MODULE_ATTRIBUTE = re.compile(r"module '(?P<module>tvm[\w.]*)' has no attribute
 _OBJECT_ATTRIBUTE = re.compile(r"object has no attribute '(?P<name>\w+)'")
 _UNREGISTERED_OP = re.compile(r"Operator (?P<name>[\w.]+) is not registered")
 _IMPORTED_NAME = re.compile(r"cannot import name '(?P<name>\w+)'")
+_UNEXPECTED_KEYWORD = re.compile(
+    r"^(?P<callee>[\w.]+)\(\) got an unexpected keyword argument '(?P<name>\w+)'")
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
@@ -107,6 +114,38 @@ def _diagnostic_gap(text: str) -> str | None:
     return text + did_you_mean(found["name"], dir(module) if module else ())
 
 
+def _tvm_callable(qualname: str) -> Any:
+    """The TVM function or class method called `qualname` ("affine_grid", "PassContext.__init__")
+    in a loaded tvm module, or None."""
+    head, *rest = qualname.split(".")
+    for name, module in list(sys.modules.items()):
+        if not name.startswith(("tvm.", "tvm_ffi")) or module is None:
+            continue
+        found = getattr(module, head, None)
+        for part in rest:
+            found = getattr(found, part, None)
+        if callable(found) and str(getattr(found, "__module__", "")).startswith("tvm"):
+            return found
+    return None
+
+
+def _parameters(function: Any) -> list[str]:
+    try:
+        return list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+def _keyword_gap(exc: TypeError, text: str) -> str | None:
+    found = _UNEXPECTED_KEYWORD.match(text)
+    if found is None or _raised_in_tvm(exc):
+        return None
+    function = _tvm_callable(found["callee"])
+    if function is None:
+        return None
+    return text + did_you_mean(found["name"], _parameters(function))
+
+
 def api_gap(exc: BaseException, message: str) -> str | None:
     """The message of a run that needs an API this TVM lacks (with a hint where one is near),
     or None when `exc` is something else. `message` is the error's first line."""
@@ -114,6 +153,8 @@ def api_gap(exc: BaseException, message: str) -> str | None:
         return _import_gap(exc, message)
     if isinstance(exc, AttributeError):
         return _attribute_gap(exc, message)
+    if isinstance(exc, TypeError):
+        return _keyword_gap(exc, message)
     if type(exc).__name__ == "DiagnosticError":  # TVMScript's parser reporting an error
         return _diagnostic_gap(message)
     return None

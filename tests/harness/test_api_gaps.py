@@ -43,6 +43,12 @@ ON_025 = {
     "class-attribute": ("from tvm import relax\nfrom tvm.relax.frontend import nn\n"
                         "nn.Tensor.from_ty(relax.TensorStructInfo((2,), 'float32'), 'x')\n",
                         "script", "type object 'Tensor' has no attribute 'from_ty'"),
+    # A keyword argument of a TVM function that 0.26 added (affine_grid's align_corners).
+    "keyword-argument": ("from tvm import relax\nfrom tvm.script import relax as R\n"
+                         "theta = relax.Var('theta', R.Tensor((1, 2, 3), 'float32'))\n"
+                         "relax.op.image.affine_grid(theta, (4, 4), align_corners=True)\n",
+                         "script", "affine_grid() got an unexpected keyword argument "
+                         "'align_corners'"),
 }
 
 
@@ -67,6 +73,9 @@ def test_the_reports_own_failures_stay_errors(tvm_envs: dict[str, Environment],
     # An attribute the script's own object lacks is its own bug, TVM or not.
     mine = MODULE + "class Box:\n    pass\n\nBox().ret_ty\n"
     assert _run(mine, tvm_envs[OLD_ENV], warm_runtime).status == "error"
+    # A keyword its own function does not take is its own mistake too.
+    keyword = MODULE + "def f(x):\n    return x\n\nf(x=1, align_corners=True)\n"
+    assert _run(keyword, tvm_envs[OLD_ENV], warm_runtime).status == "error"
 
 
 def test_a_mistyped_pass_says_which_it_meant(tvm_envs: dict[str, Environment],

@@ -25,6 +25,7 @@ from tvmrepro.store.bisections import BisectionRows
 from tvmrepro.store.blobs import BlobRows
 from tvmrepro.store.budgets import past_budget, stamped
 from tvmrepro.store.comparisons import Compared, ComparisonRows, insert_comparisons
+from tvmrepro.store.github import GitHubRows
 from tvmrepro.store.known_issues import KnownIssueRows
 from tvmrepro.store.narrowings import NarrowingRows
 from tvmrepro.store.results import ResultRows
@@ -80,10 +81,11 @@ def open_store(url: str, pooled: bool = True) -> Store:
 
 
 class Store(ResultRows, ComparisonRows, WorkerRegistry, BisectionRows, NarrowingRows,
-            KnownIssueRows, TriageRows, BlobRows):
+            KnownIssueRows, TriageRows, BlobRows, GitHubRows):
     """Every read and write of jobs and runs; safe to share between threads of one process.
     The other table families are its parents (results, comparisons, workers, bisections,
-    narrowings, known_issues, triages, blobs); the engine and schema are StoreBase's."""
+    narrowings, known_issues, triages, blobs, the GitHub bot's); the engine and schema are
+    StoreBase's."""
 
     # Who submits what this store admits (None: no submitter, as a worker's own probes).
     admission: Admission | None = None

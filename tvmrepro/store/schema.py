@@ -21,6 +21,8 @@
                   sweep job's stored cases, each with its run job, too)
     blobs         the content of each file a case carries, once by its SHA-256 (a stored
                   case names its files by digest)
+    github_*      the GitHub bot's (docs/bot.md): webhook deliveries seen (replays refused),
+                  its state per issue, the jobs it watches, the groups of a flood, its actions
 
 Every change here is also a revision in tvmrepro/store/migrations/versions/ (a test compares them).
 
@@ -202,4 +204,63 @@ blobs = sa.Table(
     sa.Column("size", sa.BigInteger, nullable=False),
     sa.Column("content", sa.LargeBinary, nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
+)
+
+
+# The GitHub bot (tvmrepro/bot/). One row per webhook delivery taken: a second with the same id
+# is a replay, refused.
+github_deliveries = sa.Table(
+    "github_deliveries", metadata,
+    sa.Column("delivery_id", sa.String(64), primary_key=True),
+    sa.Column("event", sa.String(64), nullable=False),
+    sa.Column("action", sa.String(64), nullable=True),
+    sa.Column("received_at", sa.Float, nullable=False),
+)
+
+# One row per issue the bot answers: its inbox (what the webhook took: the issue, its checks'
+# jobs, the commands asked; written by the API only), its state (what the follow-up did: the
+# checks counted, the comments it owns, the labels it set; written by the follow-up only) and a
+# lease, so that one follow-up at a time writes to the issue (two would each post "the" comment).
+github_issues = sa.Table(
+    "github_issues", metadata,
+    sa.Column("repo", sa.String(140), primary_key=True),
+    sa.Column("number", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("inbox", sa.JSON, nullable=False),
+    sa.Column("state", sa.JSON, nullable=False),
+    sa.Column("lease", sa.String(32), nullable=True),
+    sa.Column("lease_until", sa.Float, nullable=True),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+# The jobs the bot watches, each with the issues it answers (a sweep's triage answers many):
+# a worker that stores a watched job's last run asks for the issues' follow-up.
+github_jobs = sa.Table(
+    "github_jobs", metadata,
+    sa.Column("job_id", ID, primary_key=True),
+    sa.Column("repo", sa.String(140), primary_key=True),
+    sa.Column("number", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+# The first issue of a signature within the flood window: reports failing with it are answered
+# there (a primary key, so two reports finishing at once cannot both lead).
+github_floods = sa.Table(
+    "github_floods", metadata,
+    sa.Column("repo", sa.String(140), primary_key=True),
+    sa.Column("signature", sa.String(64), primary_key=True),  # its SHA-256, hex
+    sa.Column("leader", sa.Integer, nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+)
+
+# Everything the bot did or was refused on GitHub (the page /github and GET
+# /api/v1/github/actions show it, newest first).
+github_actions = sa.Table(
+    "github_actions", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("at", sa.Float, nullable=False, index=True),
+    sa.Column("repo", sa.String(140), nullable=True),
+    sa.Column("number", sa.Integer, nullable=True),
+    sa.Column("action", sa.String(32), nullable=False),
+    sa.Column("detail", sa.Text, nullable=False),
+    sa.Column("http_status", sa.Integer, nullable=True),
 )
