@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import Flask
 
 from service.api import api, check_host, health, register_errors, secure_headers
+from service.github import github
 from service.hosts import AllowedHosts
 from service.jobs import JobService
 from service.web import web
@@ -22,6 +23,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.before_request(check_host)  # before anything else: a foreign Host gets nothing
     app.register_blueprint(api)
     app.register_blueprint(health)
+    app.register_blueprint(github)  # the GitHub bot's webhook and log (docs/bot.md)
     app.register_blueprint(web)  # the pages: / and /jobs/<id>
     register_errors(app)
     app.after_request(secure_headers)

@@ -9,6 +9,7 @@ from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema
 
 from service.web import PassNames
+from tvmrepro.api.bot import BotActionList, BotSweep, WebhookTaken
 from tvmrepro.api.requests import CANCEL_HEADER, JobRequest
 from tvmrepro.api.views import (
     Cancelled,
@@ -93,6 +94,19 @@ ROUTES = (
           responses={200: PassNames}),
     Route("get", "/healthz", "Whether the store and the broker answer",
           responses={200: Health, 503: Health}),
+    Route("post", "/api/v1/github/webhook", "The GitHub App's webhook (docs/bot.md): a delivery "
+          "signed with the App's secret, taken once (401: no or a wrong signature; 409: a "
+          "replayed delivery id; 404: no secret set)",
+          headers={"X-Hub-Signature-256": "sha256=HMAC of the body under the webhook secret",
+                   "X-GitHub-Event": "the event's name", "X-GitHub-Delivery": "its id"},
+          responses={202: WebhookTaken, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody,
+                     409: ErrorBody, 415: ErrorBody}),
+    Route("get", "/api/v1/github/actions", "The GitHub bot's actions, newest first",
+          query={"limit": "actions per page (1-500, default 50)", "offset": "actions to skip"},
+          optional=("limit", "offset"), responses={200: BotActionList, 400: ErrorBody}),
+    Route("post", "/api/v1/github/sweep", "Check every open issue the bot answers again (the "
+          "maintainer's: `Authorization: Bearer TOKEN`)",
+          responses={202: BotSweep, 403: ErrorBody, 429: ErrorBody}),
 )
 
 

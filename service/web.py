@@ -7,6 +7,7 @@ JSON API of the same origin, so the page and the command line see one service.
 from __future__ import annotations
 
 import json
+import time
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -18,6 +19,7 @@ from service.jobs import JobService
 from tvmrepro.jobs.kinds import KINDS
 from tvmrepro.settings import MAX_FILE_BYTES, MAX_FILES, MAX_FILES_BYTES
 
+BOT_PAGE_ROWS = 200  # the bot's newest actions its page shows
 web = Blueprint("web", __name__, template_folder="templates", static_folder="static",
                 static_url_path="/assets")
 
@@ -73,6 +75,16 @@ def job_page(job_id: str) -> Response:
         return _page("missing.html", 404, job_id=job_id)
     # A triage's or sweep's page shows its answer; each part's runs are on its run job's page.
     return _page(KINDS[job.kind].template, job_id=job_id, title=job.title or f"job {job_id}")
+
+
+@web.get("/github")
+def bot_page() -> Response:
+    """The GitHub bot's actions, newest first (what GET /api/v1/github/actions answers)."""
+    rows, total = _service().store.actions(BOT_PAGE_ROWS)
+    shown = [{**row, "at": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(row["at"]))}
+             for row in rows]
+    return _page("github.html", actions=shown, total=total,
+                 configured=bool(_service().settings.github_webhook_secret))
 
 
 @web.get("/api/v1/passes")

@@ -90,7 +90,7 @@ def run_worker(settings: Settings, envs: list[Environment], concurrency: int | N
     app.conf.tvmrepro_environments = [env.id for env in envs]
     app.conf.tvmrepro_builds = builds
     app.conf.tvmrepro_follow_provisioned = follow_provisioned and settings.runtime == "local"
-    app.conf.include = ["worker.tasks"]
+    app.conf.include = ["worker.tasks", "worker.github"]
     app.steps["worker"].add(Recovery)
     app.steps["worker"].add(BuildImages)
     app.steps["worker"].add(FollowProvisioned)

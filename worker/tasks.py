@@ -41,6 +41,7 @@ from tvmrepro.queue import RUN_TASK, SETTLE_TASK, publish_runs, worker_concurren
 from tvmrepro.results import Result, Status
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store, StoreAway
+from worker.github import after_run as bot_after_run
 from worker.narrowing.run import run_narrowing
 from worker.runner import run_variant
 from worker.runtimes import make_runtime
@@ -208,6 +209,7 @@ def run(self: Task, run_id: str) -> str:
     stored = finish(ctx, claim, execute(ctx, claim))
     # What the job's kind does after a run: a bisection's next step, a triage's known issues.
     KINDS[claim.kind].after_run(ctx.store, partial(publish_runs, self.app), claim.job_id)
+    bot_after_run(self.app, ctx.store, claim.job_id)  # the GitHub bot's issues it finished
     return "stored" if stored else "duplicate"
 
 

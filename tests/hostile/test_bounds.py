@@ -32,7 +32,10 @@ RUNTIMES = ("local", "docker")
 FINISHED_S = 30.0  # from the last run stored to the job finished (its step, its comparisons)
 COMPARE_GET_S = 1.0
 UNSERVED_ENV = "tvm-0.26.0-cpu"  # no worker of these stacks serves it
-FORGED_PAIRS = 7600  # bindings kept and dead in turn: about 1 MiB of IR after the pass
+# Bindings kept and dead in turn: about 1 MiB of IR after the pass, in more lines than the IR
+# diff lets difflib match (tvmrepro/jobs/irdiff.py MAX_DIFF_LINES).
+FORGED_PAIRS = 2400
+FORGED_NAME_PAD = "x" * 80
 
 
 @pytest.fixture(scope="module", params=RUNTIMES)
@@ -94,24 +97,35 @@ def test_a_forged_message_leaves_its_bisection_finished(stack: Stack, ledger: Le
 
 
 def forged_ir_case() -> dict[str, Any]:
-    """Bindings kept and dead in turn: DeadCodeElimination removes every other line of about
-    1 MiB of IR, the diff that made difflib take minutes. The source runs in the harness's
-    process, which keeps 512 KiB of a pass's IR: it lifts that cap (the worker's is 2 MiB)."""
+    """Bindings kept and dead in turn, with long names: DeadCodeElimination removes every other
+    line of about 1 MiB of IR, more lines than the IR diff lets difflib match (the kind of diff
+    that made it take minutes), from a module small enough to parse and print in seconds. The
+    source runs in the harness's process, which keeps 512 KiB of a pass's IR: it lifts that cap
+    (the worker's is 2 MiB)."""
     lines = ["import sys", "for name, module in list(sys.modules.items()):",
              "    if name.endswith('tracing') and hasattr(module, 'IR_CAP_CHARS'):",
              "        module.IR_CAP_CHARS = 4 << 20",
              "from tvm.script import ir as I", "from tvm.script import relax as R", "",
              "@I.ir_module", "class Module:", "    @R.function",
              '    def main(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):',
-             "        with R.dataflow():", "            v0 = R.add(x, x)"]
+             "        with R.dataflow():", f"            {_kept(0)} = R.add(x, x)"]
     for i in range(1, FORGED_PAIRS):
-        lines += [f"            d{i} = R.multiply(v{i - 1}, x)",
-                  f"            v{i} = R.add(v{i - 1}, x)"]
-    lines += [f"            R.output(v{FORGED_PAIRS - 1})", f"        return v{FORGED_PAIRS - 1}"]
+        lines += [f"            {_dead(i)} = R.multiply({_kept(i - 1)}, x)",
+                  f"            {_kept(i)} = R.add({_kept(i - 1)}, x)"]
+    last = _kept(FORGED_PAIRS - 1)
+    lines += [f"            R.output({last})", f"        return {last}"]
     return {"title": "hostile forged IR", "source": "\n".join(lines) + "\n", "module": "Module",
             "variants": [{"name": "kept", "passes": ["Normalize"]},
                          {"name": "pruned", "passes": ["DeadCodeElimination"]}],
             "target": "llvm", "entry": None, "timeout_s": 600, "memory_mb": 4096}
+
+
+def _kept(i: int) -> str:
+    return f"kept_{i}_{FORGED_NAME_PAD}"
+
+
+def _dead(i: int) -> str:
+    return f"dead_{i}_{FORGED_NAME_PAD}"
 
 
 def test_forged_ir_leaves_its_comparison_made_and_served(stack: Stack, ledger: Ledger) -> None:

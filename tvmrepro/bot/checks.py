@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tvmrepro.api.views import JobView
+from tvmrepro.bot.state import Check, Row
 from tvmrepro.environments import Catalog, default_catalog
 from tvmrepro.jobs.kinds import KINDS
 from tvmrepro.jobs.run import RUN
@@ -17,8 +18,6 @@ from tvmrepro.jobs.tracker.triage_job import TriageJobAnswer
 from tvmrepro.reproducer import reproducer
 from tvmrepro.results import FAILING
 from tvmrepro.store import Store
-
-from tvmrepro.bot.state import Check, Row
 
 REPRODUCES_LABEL = "reproduces-on-latest"
 NEEDS_REPRODUCER_LABEL = "needs-reproducer"
@@ -76,9 +75,9 @@ def reproducer_of(view: JobView) -> dict[str, Any]:
     the case (never a run's own text)."""
     runs = [run for run in view.runs if run.result]
     failing = [run for run in runs if run.result and run.result.get("status") in FAILING]
-    chosen = (failing or runs or [None])[-1]
-    if chosen is None:
+    if not runs:
         return {}
+    chosen = (failing or runs)[-1]
     catalog = default_catalog()
     env = catalog.get(chosen.environment) if chosen.environment in catalog.ids else None
     script = reproducer(view.case, chosen.variant, env.release if env else chosen.environment,

@@ -8,6 +8,7 @@ asked to be confirmed after N passing checks, never closed by a run; failing aga
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -39,6 +40,8 @@ class Inbox(BaseModel):
     assignees: list[str] = Field(default_factory=list)
     installation: int | None = None
     url: str | None = None
+    # The issue as a triage takes it (number, title, state, body, url), as last seen.
+    item: dict[str, Any] | None = None
     report_job: str | None = None  # the triage that imported the report last
     checks: list[str] = Field(default_factory=list)  # check triages, oldest first
     check_error: str | None = None  # why the last check could not be submitted
