@@ -37,16 +37,18 @@ HISTORY_INDEX = REPO / "tvmrepro" / "data" / "apache-tvm-commits.jsonl.gz"
 
 # pytest-xdist (`make test` runs it with -n): a unit of tests is handed to one worker process
 # whole, so a file's module-scoped stacks start once. The unit is the test's file, but for
-# three units that each use the private Docker engine of their worker process
+# four units that each use the private Docker engine of their worker process
 # (tests/fixtures/docker_engine.py), so that they run side by side: the Docker tests, which
-# share the images built on it; the compose test, which removes them to see its worker build
-# them; the hostile suite's Docker half, which builds the one image it needs. The hostile
+# share the images built on it; the frontend image's tests, whose build takes minutes; the
+# compose test, which removes them to see its worker build them; the hostile suite's Docker
+# half, which builds the one image it needs. The hostile
 # suite's local half is a unit too (its private Redis). The units that take longest go first,
 # so that no worker starts one of them last. (xdist's own `loadgroup` marks do not group under
 # pytest 9.2, whose node ids no longer follow `_nodeid`: hence a scheduler of our own.)
-ONE_UNIT = {"tests/docker/test_compose.py": "docker-compose", "tests/docker/": "docker-engine",
-            "tests/hostile/": "hostile-docker"}
-LONGEST_FIRST = ("docker-compose", "docker-engine", "hostile-docker",
+ONE_UNIT = {"tests/docker/test_compose.py": "docker-compose",
+            "tests/docker/test_frontend_images.py": "docker-frontends",
+            "tests/docker/": "docker-engine", "tests/hostile/": "hostile-docker"}
+LONGEST_FIRST = ("docker-engine", "docker-compose", "hostile-docker", "docker-frontends",
                  "tests/service/test_recovery.py", "hostile-local",
                  "tests/service/test_reduce_over_http.py", "tests/cli/test_extract_reduce.py",
                  "tests/service/test_founding_over_http.py", "tests/service/test_bisect_over_http.py",

@@ -1,5 +1,8 @@
 """Frontend images: an environment's plain image plus torch, onnx and onnxruntime, and the
-Docker runtime running a report that imports them there (the frontend flavour's image)."""
+Docker runtime running a report that imports them there (the frontend flavour's image).
+
+A unit of tests of its own (tests/conftest.py), on an engine of its own: building the frontend
+image takes a minute or more, beside the other Docker tests rather than after them."""
 
 from __future__ import annotations
 
@@ -48,10 +51,10 @@ def _in(client: docker.DockerClient, image: str, code: str) -> str:
 
 @pytest.mark.docker
 def test_the_frontend_image_is_the_plain_one_plus_the_frontends(
-        frontend_image: Built, built_images: dict[str, Built], docker_settings: Settings,
+        frontend_image: Built, new_image: Built, docker_settings: Settings,
         docker_client: docker.DockerClient) -> None:
     env = default_catalog().get(NEW_ENV)
-    flavour, plain = env.with_frontends(), built_images[NEW_ENV]
+    flavour, plain = env.with_frontends(), new_image
     assert frontend_image.tag == flavour.image == "tvmrepro/tvm:0.27.0.post1-cpu-frontends"
     print(f"frontend image: built {frontend_image.built}, {frontend_image.seconds:.1f} s")
     info, base = (docker_client.api.inspect_image(tag) for tag in (flavour.image, env.image))
@@ -119,7 +122,7 @@ def test_a_frontend_report_runs_in_the_frontend_image(frontend_docker: DockerRun
 
 @pytest.mark.docker
 def test_a_missing_frontend_image_names_the_command_that_builds_it(
-        docker_runtime: DockerRuntime) -> None:
+        frontend_docker: DockerRuntime) -> None:
     flavour = default_catalog().get(OLD_ENV).with_frontends()
     with pytest.raises(RuntimeFault, match=f"tvmrepro images build {OLD_ENV} --frontends"):
-        docker_runtime.image_id(flavour)
+        frontend_docker.image_id(flavour)
