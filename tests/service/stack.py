@@ -137,10 +137,12 @@ class Stack:
         except httpx.TransportError:
             return False
 
-    def start_worker(self, env_id: str) -> subprocess.Popen[bytes]:
-        """Start a worker for one environment and wait until it heartbeats."""
+    def start_worker(self, env_id: str, *also: str) -> subprocess.Popen[bytes]:
+        """Start a worker for one environment (and `also` these) and wait until it heartbeats."""
         before = self.worker_ids(env_id)
-        proc = self._spawn(f"worker-{env_id}", "worker", "--env", env_id, "--loglevel", "INFO")
+        more = [arg for other in also for arg in ("--env", other)]
+        proc = self._spawn(f"worker-{env_id}", "worker", "--env", env_id, *more,
+                           "--loglevel", "INFO")
         self.workers[env_id] = proc
         self._until(lambda: self.worker_ids(env_id) - before, f"a worker for {env_id}")
         return proc

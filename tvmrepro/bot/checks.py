@@ -46,7 +46,9 @@ def read_check(store: Store, job_id: str, number: int) -> Check | None:
 
 
 def check_of(answer: TriageJobAnswer, index: int, job_id: str, view: JobView | None) -> Check:
-    """The check of `answer.reports[index]`, its run job's view beside it."""
+    """The check of `answer.reports[index]`, its run job's view beside it. Its likely
+    duplicates are the known issues failing with its signature that were opened before it (a
+    lower number): a later report of the bug is the duplicate, not the report it repeats."""
     line = answer.reports[index]
     group = {g.id: g.signature for g in answer.groups}.get(line.group) if line.group else None
     check = Check(job=job_id, run_job=answer.jobs[index], verdict=line.verdict.value,
@@ -57,7 +59,9 @@ def check_of(answer: TriageJobAnswer, index: int, job_id: str, view: JobView | N
     if view is None:
         return check
     return check.model_copy(update={
-        "rows": rows_of(view), "duplicates": [i.number for i in view.likely_duplicates],
+        "rows": rows_of(view),
+        "duplicates": [i.number for i in view.likely_duplicates
+                       if line.number is None or i.number < line.number],
         **reproducer_of(view)})
 
 

@@ -16,7 +16,7 @@ STATUS_MARK = "<!-- tvm-repro:status -->"
 CONFIRM_MARK = "<!-- tvm-repro:confirm -->"
 HEADLINES = {
     "reproduces": "reproduces on the newest release",
-    "fixed": "fixed",
+    "fixed": "is fixed",
     "never_reproduced": "does not fail on any release run",
     "incompatible": "cannot run on the newest release",
     "no_code": "has no runnable reproducer",

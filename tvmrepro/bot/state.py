@@ -50,6 +50,7 @@ class Inbox(BaseModel):
     duplicate_by: str | None = None
     not_duplicate: bool = False
     close_by: str | None = None
+    closed: bool = False  # closed on GitHub (a sweep leaves it out)
 
 
 class Row(BaseModel):

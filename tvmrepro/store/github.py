@@ -53,17 +53,24 @@ class GitHubRows(StoreBase):
         issue change it one after the other); the inbox `change` made of the old one (None: a
         new issue)."""
         key = (t.github_issues.c.repo == repo) & (t.github_issues.c.number == number)
-        with self._write() as conn:
-            old = conn.execute(sa.select(t.github_issues.c.inbox).where(key)
-                               .with_for_update()).scalar_one_or_none()
-            inbox = change(old)
-            if old is None:
-                conn.execute(t.github_issues.insert().values(
-                    repo=repo, number=number, inbox=inbox, state={}, updated_at=time.time()))
-            else:
-                conn.execute(t.github_issues.update().where(key).values(
-                    inbox=inbox, updated_at=time.time()))
-        return inbox
+        for attempt in range(2):  # another delivery may make a new issue's row meanwhile
+            try:
+                with self._write() as conn:
+                    old = conn.execute(sa.select(t.github_issues.c.inbox).where(key)
+                                       .with_for_update()).scalar_one_or_none()
+                    inbox = change(old)
+                    if old is None:
+                        conn.execute(t.github_issues.insert().values(
+                            repo=repo, number=number, inbox=inbox, state={},
+                            updated_at=time.time()))
+                    else:
+                        conn.execute(t.github_issues.update().where(key).values(
+                            inbox=inbox, updated_at=time.time()))
+                return inbox
+            except sa.exc.IntegrityError:
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
 
     def save_bot_state(self, repo: str, number: int, state: dict[str, Any]) -> None:
         """Keep what the follow-up of an issue did (its row exists: the inbox made it)."""
