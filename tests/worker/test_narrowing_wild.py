@@ -12,6 +12,7 @@ per kind of failure, on the session's warm runtime (real TVM, small budgets).
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -210,3 +211,22 @@ def test_the_well_formed_verdict_looks_inside_prim_funcs(
         # not. A module the verifier cannot judge stays well formed.
         assert done.stdout.split() == ["True", "False", "True"], (env.id, done.stdout,
                                                                   done.stderr)
+
+
+def test_a_segfault_is_reduced_to_a_smaller_case_that_crashes_in_the_same_frame(
+        tvm_envs: dict[str, Environment], warm_runtime: LocalRuntime) -> None:
+    """apache/tvm#17348 (tests/cases/tvm-17348): the VM segfaults in StorageObj::AllocTensor.
+    The reduced case must crash in that frame, not only by that signal, and no step may make
+    the case longer (TVM prints a branch's replaced last value back as one binding more)."""
+    case = load_case_file(CASES / "tvm-17348" / "case.json")
+    env = tvm_envs[NEW_ENV]
+    found = reduce_case(case, Options(env=env, variant="build", budget_s=120),
+                        warm_runtime).model_dump(mode="json")
+    assert found["signature"] == "crash: SIGSEGV at StorageObj::AllocTensor", found["log"]
+    assert found["after"]["lines"] < found["before"]["lines"], found["log"]
+    steps = [(int(m[1]), int(m[2])) for line in found["log"]
+             if (m := re.search(r": (\d+) -> (\d+) lines", line))]
+    assert steps and all(after <= before for before, after in steps), found["log"]
+    again = run_variant(parse_case(found["case"]), "build", env, warm_runtime)
+    assert (again.status, again.stage, again.signature_frame) == (
+        "crash", "run", "StorageObj::AllocTensor"), again.log.stderr[-2000:]

@@ -45,6 +45,19 @@ def never() -> bool:
     return False
 
 
+def source_lines(source: str) -> int:
+    """Lines of a module's source, blank lines not counted."""
+    return sum(1 for line in source.splitlines() if line.strip())
+
+
+def grows(text: str, current: str) -> bool:
+    """Whether an edit, as TVM prints it back, is longer than the module it edits. No step of a
+    reduction may be: printed back, a branch whose last value was replaced gets a binding more
+    (`y = R.zeros(...)` becomes `y_then_1 = R.zeros(...)` then `y = y_then_1`), and the same
+    edit would then hold again and again, the case growing by a line each time."""
+    return source_lines(text) > source_lines(current)
+
+
 def content_key(source: str, passes: list[Any]) -> tuple[str, str]:
     """What makes two candidates the same run: the module's text and the pass list."""
     return source, repr(passes)
@@ -225,7 +238,7 @@ class Judge:
             self._candidate(source, current, passes)
         verdict = self.verdicts[(source, self.state.module)]
         text = verdict.get("source", "")
-        if not self._acceptable(verdict) or text == current:
+        if not self._acceptable(verdict) or text == current or grows(text, current):
             return None
         return text if self.holds(text, passes) else None
 

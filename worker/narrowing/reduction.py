@@ -27,7 +27,7 @@ from tvmrepro.jobs.oracles import Verdict, judge
 from tvmrepro.results import FAILING
 from worker.narrowing import candidates
 from worker.narrowing.ddmin import ddmin
-from worker.narrowing.judging import Cancelled, Judge, Options, OutOfBudget, content_key
+from worker.narrowing.judging import Cancelled, Judge, Options, OutOfBudget, content_key, source_lines
 from worker.narrowing.unparsable import why_unparsable
 from worker.runner import oracle_view
 from worker.runtimes.base import Runtime
@@ -39,11 +39,6 @@ CHECK_BATCH = 8  # module edits tried per batch (a progress line each where none
 MAX_SWEEPS = 3  # passes over one phase's candidates while they keep shrinking the module
 FIRST_DEPTH = candidates.FUNCTION_INDENT + candidates.STATEMENT_STEP  # a function body's level
 Progress = Callable[[ProgressEvent], None]
-
-
-def source_lines(source: str) -> int:
-    """Lines of a module's source, blank lines not counted."""
-    return sum(1 for line in source.splitlines() if line.strip())
 
 
 class Reducer(Judge):
