@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
-from cli.output import STATUS_STYLE, plain, shown
+from cli.output import STATUS_STYLE, layer_lines, plain, shown
 from tvmrepro.api.views import JobView
 from tvmrepro.choice import over_text
 from tvmrepro.escaping import visible_line
@@ -52,6 +52,7 @@ def matrix_view(job: JobView) -> Group:
         parts.append(plain(f"{comp.a.variant} vs {comp.b.variant} on {comp.a.environment}: "
                            f"{said}"))
     parts += [plain(line) for line in symbol_lines(job)]
+    parts += [plain(line) for line in layer_lines([run.result or {} for run in job.runs])]
     if _numbers_passes(job):
         parts.append(plain(f"({FROM_ZERO})", "dim"))
     return Group(*parts)

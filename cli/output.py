@@ -16,6 +16,8 @@ from rich.text import Text
 
 from tvmrepro.errors import BadInput, ReproError
 from tvmrepro.escaping import visible, visible_line
+from tvmrepro.layers import summary
+from tvmrepro.results import LayerVerdict
 
 # The --server option of every command that talks to the service (cli.discovery.find_service).
 SERVER_HELP = ("Service URL (default $TVMREPRO_SERVER, else the `tvmrepro up` on this "
@@ -62,8 +64,19 @@ def runs_table(runs: list[dict[str, Any]], title: str | None = None,
 
 def print_runs(runs: list[dict[str, Any]], title: str | None = None,
                caption: str | None = None) -> None:
-    """The runs as a table on stdout (`caption`: what they are over, below it)."""
-    Console(width=max(Console().width, 140)).print(runs_table(runs, title, caption))
+    """The runs as a table on stdout (`caption`: what they are over, below it), then the layer
+    verdicts they carry."""
+    console = Console(width=max(Console().width, 140))
+    console.print(runs_table(runs, title, caption))
+    for line in layer_lines(runs):
+        console.print(plain(line))
+
+
+def layer_lines(results: list[dict[str, Any]]) -> list[str]:
+    """One line per result that carries a layer verdict (docs/layers.md)."""
+    return [f"layer of {result.get('variant')}@{result.get('environment')}: "
+            f"{summary(LayerVerdict.model_validate(result['layer']))}"
+            for result in results if result.get("layer")]
 
 
 def error_console() -> Console:

@@ -94,6 +94,9 @@ ROUTES = (
           responses={200: PassNames}),
     Route("get", "/healthz", "Whether the store and the broker answer",
           responses={200: Health, 503: Health}),
+    Route("get", "/metrics", "The service's gauges in Prometheus' text format, read from the "
+          "store and the broker at each scrape (any Host; docs/deployment.md#metrics)",
+          responses={}, text="text/plain"),
     Route("post", "/api/v1/github/webhook", "The GitHub App's webhook (docs/bot.md): a delivery "
           "signed with the App's secret, taken once (401: no or a wrong signature; 409: a "
           "replayed delivery id; 404: no secret set)",

@@ -136,6 +136,10 @@ class Case(BaseModel):
     # Exact package versions the report needs (e.g. {"torch": "2.13.0"}): a submission is
     # refused unless every environment it runs on pins them (its frontend packages included).
     requires: dict[str, str] = Field(default_factory=dict)
+    # Which layer is wrong (docs/layers.md): a script that fails, or whose outputs differ from
+    # its reference, is run again along cut pipelines and its result's `layer` says where the
+    # failure first shows (import, a pass, codegen, runtime). Scripts only.
+    layer: bool = False
     # Files beside the code (a model, pickled inputs), each written read-only into the run's
     # work directory under its name: base64 content on submit, {name, sha256, size} once
     # stored (tvmrepro.attachments).
@@ -170,6 +174,9 @@ class Case(BaseModel):
 
     @model_validator(mode="after")
     def _one_mode(self) -> Case:
+        if self.layer and self.script is None:
+            raise ValueError("'layer' places a script's failure; a module case names its "
+                             "passes in its variants already")
         if self.script is not None:
             if self.source is not None or self.variants is not None:
                 raise ValueError("give either 'script' or 'source' with 'variants', not both")

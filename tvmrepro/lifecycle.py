@@ -89,11 +89,12 @@ def harness_digest() -> str:
 
 def cache_key(case: Case, variant: str, env: Environment) -> str:
     """What makes two runs the same: the case as run (title aside), the variant, the pins;
-    the case's files by name, digest and size (a case without files keeps the key it had)."""
+    the case's files by name, digest and size (a case without files keeps the key it had, as
+    one that asks no layer verdict does)."""
     spec = case.variant(variant)
+    unasked = (set() if case.files else {"files"}) | (set() if case.layer else {"layer"})
     material = {
-        "case": case.model_dump(mode="json", exclude={"title", "variants"} | (
-            set() if case.files else {"files"})),
+        "case": case.model_dump(mode="json", exclude={"title", "variants"} | unasked),
         "variant": spec.model_dump(mode="json") if spec else variant,
         "environment": env.id, "packages": env.packages, "target": env.target,
         "harness": harness_digest(),

@@ -355,3 +355,23 @@ def drop_waiting_messages(app: Celery, runs: Iterable[StoredRun]) -> int:
                 if _run_id_of(raw) in ids:
                     dropped += int(client.lrem(f"{prefix}{queue}", 0, raw))
         return dropped
+
+
+def broker_queue_lengths(app: Celery, names: Iterable[str]) -> dict[str, int] | None:
+    """Queue name -> how many messages wait in it on Redis (every priority of it), in one
+    round trip; None where the broker is not Redis (the embedded broker: the store counts)."""
+    with app.connection_for_read(connect_timeout=BROKER_PING_S) as conn:
+        conn.ensure_connection(max_retries=0, timeout=BROKER_PING_S)
+        channel = conn.default_channel
+        if not isinstance(channel, redis_transport.Channel):
+            return None
+        keys = {name: [channel._q_for_pri(name, pri) for pri in channel.priority_steps]
+                for name in names}
+        # LLEN is one of the commands kombu's key prefix covers: the names go as they are.
+        with channel.client.pipeline() as pipe:
+            for name_keys in keys.values():
+                for key in name_keys:
+                    pipe.llen(key)
+            sizes = iter(pipe.execute())
+        return {name: sum(int(next(sizes) or 0) for _ in name_keys)
+                for name, name_keys in keys.items()}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -52,6 +52,38 @@ class Log(BaseModel):
     truncated: bool = False
 
 
+class LayerPath(BaseModel):
+    """One path of a layer verdict: the script run one way, and how it ended."""
+
+    path: str = Field(description="default (the script as written), unoptimised (the imported "
+                                  "module with its lowering alone), cut:<k>:<Pass> (the first k "
+                                  "optimisations kept, the last of them named) or reference")
+    status: str | None = None
+    stage: str | None = None
+    outputs: Literal["same", "noise", "differs"] | None = Field(
+        default=None, description="against the reference on the path's own inputs (null: "
+                                  "no outputs, or no reference)")
+    failed_in: str | None = Field(
+        default=None, description="frontend, pass:<Name>, codegen, run, or check (the script's "
+                                  "own check after the model ran)")
+    signature: str | None = None
+    kind: str | None = Field(default=None, description="the reference's framework")
+    seconds: float | None = None
+
+
+class LayerVerdict(BaseModel):
+    """Which layer first shows a script's failure or wrong output (docs/layers.md)."""
+
+    layer: str | None = Field(description="import, pass:<Name>, codegen or runtime; null: "
+                                          "nothing to place, or the paths could not tell")
+    reason: str
+    passes: list[str] = Field(default_factory=list,
+                              description="the optimisations the script ran, in order: the cuts")
+    evidence: list[LayerPath] = Field(default_factory=list)
+    runs: int = Field(default=0, description="sandboxed runs the verdict took beyond the run")
+    seconds: float = Field(default=0.0, description="their wall time")
+
+
 class Result(BaseModel):
     """One run's outcome."""
 
@@ -88,6 +120,8 @@ class Result(BaseModel):
     # The frontend packages the run had (torch, onnx, onnxruntime: their pins), where the case
     # imports them and so ran in its environment's frontend flavour; None for a plain run.
     frontends: dict[str, str] | None = None
+    # Where the failure first shows, for a case that asked (`layer`): its paths and verdict.
+    layer: LayerVerdict | None = None
     seconds: dict[str, float] = Field(default_factory=dict)
     isolation: dict[str, Any] = Field(default_factory=dict)
     log: Log = Field(default_factory=Log)

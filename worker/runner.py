@@ -9,6 +9,7 @@ status) are claims: a `result` event counts only from a run that then exited
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import uuid
@@ -23,6 +24,7 @@ from tvmrepro.frontends import needs_frontends
 from tvmrepro.results import FunctionInfo, Log, PassRecord, Result, Status
 from worker.crashes import crash_frames
 from worker.environments.health import defect
+from worker.layers import place_layer
 from worker.runtimes.base import Execution, Runtime, SandboxJob
 from worker.runtimes.events import Event
 
@@ -95,7 +97,19 @@ def run_variant(case: Case, variant: str, env: Environment, runtime: Runtime,
     job = SandboxJob(run_id=run_id or uuid.uuid4().hex, job_id=job_id, env=env,
                      case=harness_case(case, env), variant=variant)
     execution = runtime.execute(job)
-    return assemble_result(job, execution)
+    result = assemble_result(job, execution)
+    if case.layer:  # where the failure first shows: more runs of the same script (layers.py)
+        found = place_layer(result, execution.events, lambda harness: _path(job, runtime, harness),
+                            budget_s=job.timeout_s)
+        result = result.model_copy(update={"layer": found})
+    return result
+
+
+def _path(job: SandboxJob, runtime: Runtime, harness: dict[str, Any]) -> tuple[Result, list[Event]]:
+    """One path of a layer verdict: the job's case in the harness's layer mode, run alike."""
+    path = dataclasses.replace(job, run_id=uuid.uuid4().hex, case={**job.case, "harness": harness})
+    execution = runtime.execute(path)
+    return assemble_result(path, execution), execution.events
 
 
 def oracle_view(result: Result) -> dict[str, Any]:

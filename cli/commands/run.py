@@ -23,6 +23,8 @@ from tvmrepro.attachments import WITH_CONTENTS, attach, read_files
 from tvmrepro.cases import Case, load_case_file
 from tvmrepro.choice import FLAG_WHY, Choice, default_choice, over_fields, over_text
 from tvmrepro.environments import Environment, default_catalog
+from tvmrepro.errors import BadInput
+from tvmrepro.frontends import needs_frontends
 from tvmrepro.jobs.fanout import fan_out, select_variants
 from tvmrepro.lifecycle import JobStatus, RunState
 from tvmrepro.settings import Settings
@@ -39,6 +41,14 @@ def _selected_envs(env_ids: tuple[str, ...]) -> Choice:
     if env_ids:
         return Choice([catalog.get(i, "--env") for i in env_ids], FLAG_WHY)
     return default_choice(catalog)
+
+
+def with_layer(case: Case) -> Case:
+    """The case asking for a layer verdict (BadInput: it is no script)."""
+    if case.script is None:
+        raise BadInput("--layer", "places a script's failure (a .py file); a case's variants "
+                                  "name their passes already")
+    return case.model_copy(update={"layer": True})
 
 
 def _variants(case: Case, names: tuple[str, ...]) -> list[str]:
@@ -60,11 +70,18 @@ def run_locally(case: Case, envs: list[Environment], variants: list[str],
     runtime = make_runtime(runtime_name, settings)
     # The local runtime provisions what is missing; Docker asks each environment's image.
     fingerprints = fingerprints_announced(runtime, settings, envs)
+    if case.layer:  # a verdict runs a failing cell again and again: one TVM import each
+        runtime.start_zygotes([env.with_frontends() if needs_frontends(case) else env
+                               for env in envs])
     runs = []
-    for planned in fan_out(case, envs, fingerprints, variants, variant_field="--variant"):
-        error_console().print(f"running {planned.variant} on {planned.env.id} ...",
-                              highlight=False)
-        runs.append(run_variant(case, planned.variant, planned.env, runtime).to_json())
+    try:
+        for planned in fan_out(case, envs, fingerprints, variants, variant_field="--variant"):
+            error_console().print(f"running {planned.variant} on {planned.env.id} ...",
+                                  highlight=False)
+            runs.append(run_variant(case, planned.variant, planned.env, runtime).to_json())
+    finally:
+        if case.layer:  # its zygotes end with the command
+            runtime.close()
     return runs
 
 
@@ -88,15 +105,21 @@ def run_locally(case: Case, envs: list[Environment], variants: list[str],
               help="The job's title (default: the case's, or the script's file name).")
 @click.option("--file", "file_paths", multiple=True, type=click.Path(path_type=Path),
               help=FILE_HELP)
+@click.option("--layer", is_flag=True,
+              help="For a script that fails or whose outputs differ from its reference: which "
+                   "layer first shows it (import, pass:<Name>, codegen, runtime), from more "
+                   "runs of the script with its pipeline cut (docs/layers.md).")
 @reports_errors
 def run_command(case_file: Path, env_ids: tuple[str, ...], variant_names: tuple[str, ...],
                 local: bool, runtime_name: str, cold: bool, as_json: bool, server: str | None,
                 no_wait: bool, bypass_cache: bool, queue: bool, title: str | None,
-                file_paths: tuple[Path, ...]) -> None:
+                file_paths: tuple[Path, ...], layer: bool) -> None:
     """Run a case (.json) or a repro script (.py) on pinned TVM environments."""
     case = attach(load_case_file(case_file), read_files(file_paths))
     if title is not None:
         case = case.model_copy(update={"title": title})
+    if layer:
+        case = with_layer(case)
     chosen = _selected_envs(env_ids)
     envs = chosen.environments
     variants = _variants(case, variant_names)

@@ -23,7 +23,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from . import frontends, references
+from . import frontends, references, relay_carry
 from .attachments import write_files
 from .classify import Outcome, classify
 from .events import EventSink
@@ -110,6 +110,10 @@ def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path,
         tracer.install(tvm)
         if script_mode:  # the framework's own answer for an imported model (references.py)
             watched = references.install(tvm, case.get("timeout_s") or 120)
+        if script_mode and (case.get("layer") or _harness_mode(case) == "layer"):
+            from .layers import install as cut_passes  # a layer verdict's path (layers.py)
+
+            cut_passes(tvm, sink, case.get("harness") or {})
         if _harness_mode(case) == "extract":  # record each step's module (extract.py)
             from .extract import record_steps
 
@@ -118,6 +122,9 @@ def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path,
         features = detect(tvm)
         install_removed_module_finder()  # Relay-era imports end incompatible (relay_era.py)
         text, fields["rewrites"] = port(case["script"] if script_mode else case["source"], features)
+        if script_mode and relay_carry.wanted(text):  # Relay-era ONNX reports (relay_carry.py)
+            relay_carry.install()
+            fields["rewrites"].append(relay_carry.NOTE)
         sink.emit("rewrites", rewrites=fields["rewrites"])
         if script_mode:  # the ported script is its own standalone reproducer
             sink.emit("reproducer", text=text)

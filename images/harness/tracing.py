@@ -96,7 +96,7 @@ def index_references() -> None:
                 _REFERENCES.setdefault(id(value), []).append((module, attr))
 
 
-def _replace_everywhere(original: Any, replacement: Any) -> None:
+def replace_everywhere(original: Any, replacement: Any) -> None:
     """Point every reference that TVM's loaded modules hold to `original` at `replacement`.
 
     `from ..core.entry import parse` copies a function into many modules; patching
@@ -332,7 +332,7 @@ class Tracer:
 
     def wrap_everywhere(self, original: Any, stage: str, nest_build: bool = False) -> None:
         if callable(original):
-            _replace_everywhere(original, self.staged(original, stage, nest_build))
+            replace_everywhere(original, self.staged(original, stage, nest_build))
 
     def _install_parse_hooks(self) -> None:
         # Every TVMScript decorator (I.ir_module, R.function, T.prim_func) and from_source

@@ -66,3 +66,14 @@ def test_real_outputs_of_two_releases_agree(tmp_path: Path, test_home: Path,
     differs = compare_outputs(broken, old["outputs"])
     assert differs is not None and differs.outputs == "differs"
     assert differs.max_abs_error == pytest.approx(1.0, rel=1e-3)
+
+
+def test_a_none_output_holds_nothing_and_other_values_compare_as_written() -> None:
+    # The VM returns `(x + 1, None)`; the framework's reference leaves the None out.
+    tvm_said = [leaf([1.0], sha="a"), {"value": "None"}]
+    assert (compare_outputs(tvm_said, tvm_said) or pytest.fail()).outputs == "same"
+    assert (compare_outputs(tvm_said, [leaf([1.0], sha="a")]) or pytest.fail()).outputs == "same"
+    shape = {"value": "R.shape([2, 3])"}
+    assert (compare_outputs([shape], [shape]) or pytest.fail()).outputs == "same"
+    other = compare_outputs([shape], [{"value": "R.shape([3, 2])"}])
+    assert other is not None and (other.outputs, other.reason) == ("differs", "values")

@@ -67,8 +67,8 @@ def login_text(login: str) -> str:
 
 
 def releases(args: tuple[str, ...], catalog: Catalog) -> list[str]:
-    """The environments that a command's arguments name ("0.26.0", "v0.26.0" or
-    "tvm-0.26.0-cpu"); ValueError names one the catalog lacks."""
+    """The environments that a command's arguments name (a release, the release with a "v"
+    before it, or an environment id); ValueError names one the catalog lacks."""
     found = []
     for arg in args:
         name = arg.lower().removeprefix("v")

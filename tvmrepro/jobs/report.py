@@ -79,7 +79,28 @@ def conclusion(job: JobView, catalog: Catalog) -> str:
                      f"them: {', '.join(_release(e, catalog) for e in unprobed)}")
     elif bisect is not None and bisect.finished:
         parts.append(f"bisection: {code_span(bisect.verdict.replace('_', '-'))}")
+    layers = _layer_part(job, catalog)
+    if layers:
+        parts.append(layers)
     return "**" + "; ".join(parts) + ".**"
+
+
+def _layer_part(job: JobView, catalog: Catalog) -> str | None:
+    """Where the failure first shows, for runs that asked (docs/layers.md): each layer with the
+    releases it was placed on, e.g. `pass:FuseTIR` on one and `import` on two (by variant
+    where the job has several)."""
+    placed: dict[tuple[str, str], list[str]] = {}
+    for run in job.runs:
+        layer = ((run.result or {}).get("layer") or {}).get("layer")
+        if layer:
+            placed.setdefault((run.variant, layer), []).append(run.environment)
+    if not placed:
+        return None
+    several = len(job.matrix.variants) > 1
+    said = [f"{code_span(layer)}{f' in {code_span(variant)}' if several else ''} on "
+            f"{', '.join(_release(env, catalog) for env in envs)}"
+            for (variant, layer), envs in placed.items()]
+    return "the failure first shows in " + "; ".join(said)
 
 
 def _cell_text(cell: Cell) -> str:

@@ -79,6 +79,8 @@ runs = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("finished_at", sa.Float, nullable=True),
     sa.Index("runs_state_environment", "state", "environment"),
+    # What finished within a recent window (GET /metrics' durations and waits), without a scan.
+    sa.Index("runs_finished_at", "finished_at"),
 )
 
 results = sa.Table(
@@ -89,6 +91,8 @@ results = sa.Table(
     sa.Column("signature", sa.Text, nullable=True),
     sa.Column("data", sa.JSON, nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
+    # GET /metrics counts results by status from this index, not from their rows.
+    sa.Index("results_status", "status"),
 )
 
 logs = sa.Table(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import resource
 import secrets
@@ -322,7 +323,9 @@ class CappedReader(threading.Thread):
         self.output = CappedOutput(cap)
 
     def run(self) -> None:
-        """Read until EOF, then close the stream (the pipe's end is ours)."""
-        with self.stream:
+        """Read until EOF, then close the stream (the pipe's end is ours). A sandbox discarded
+        while it waited closes its pipes under a reader still reading them: that ends the
+        output as EOF would (ValueError: the file object closed; OSError: its descriptor)."""
+        with contextlib.suppress(ValueError, OSError), self.stream:
             while chunk := self.stream.read(65536):
                 self.output.keep(chunk)

@@ -20,7 +20,9 @@ class Event(TypedDict, total=False):
       (text) and `result` (a Result's fields, harness_seconds, run_seconds);
     - extract mode's steps: `extract_step`, `extract_child` (parent), `extract_inner`,
       `extract_module` (harness/extract.py); check and candidate modes' `checked` (index,
-      ok, reason, well_formed, source).
+      ok, reason, well_formed, source); layer mode's `layer_pass` (name), `layer_kept` (name,
+      container, optional), `layer_container` (name), `layer_skip` (name) and `layer_codegen`
+      (harness/layers.py).
     """
 
     event: Required[str]
@@ -72,6 +74,8 @@ class Event(TypedDict, total=False):
     ok: bool
     reason: str
     source: str
+    container: bool
+    optional: bool
 
 
 

@@ -84,8 +84,9 @@ class EventsReader(CappedReader):
         self.ready = threading.Event()
 
     def run(self) -> None:
-        """Read until EOF, watching the first line for `ready`; then close the stream."""
-        with self.stream:
+        """Read until EOF, watching the first line for `ready`; then close the stream (one
+        closed under it ends it as EOF would: CappedReader.run)."""
+        with contextlib.suppress(ValueError, OSError), self.stream:
             while chunk := self.stream.read1(65536):  # type: ignore[attr-defined]
                 self.output.keep(chunk)
                 if not self.ready.is_set() and b"\n" in self.output.kept:

@@ -14,6 +14,7 @@ function summary(result, run) {
     ["TVM", result.tvm && result.tvm.version], ["seconds", result.seconds && result.seconds.total],
     ["porting rules applied", (result.rewrites || []).join(", ")],
     ["outputs", result.outputs ? JSON.stringify(result.outputs) : null],
+    ["layer", result.layer ? `${result.layer.layer || "not placed"}: ${result.layer.reason} (${result.layer.evidence.map((p) => `${p.path} ${p.failed_in ? `fails in ${p.failed_in}` : p.outputs || p.status}`).join(", ")})` : null],
     ["from the cache", run && run.cached ? `yes (run ${run.cached_from})` : null],
   ];
   return el("dl", { class: "summary" }, rows.filter(([, v]) => v !== null && v !== undefined && v !== "")
