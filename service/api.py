@@ -21,7 +21,7 @@ from service.hosts import AllowedHosts
 from service.jobs import JobService
 from service.metrics import METRICS_PATH
 from service.openapi import openapi_document
-from service.query_args import ascii_int
+from service.query_args import ascii_int, int_arg
 from service.waiting import MAX_WAIT_S
 from tvmrepro.api.pages import EVERY_PART, PageAsked
 from tvmrepro.api.requests import CANCEL_HEADER
@@ -157,8 +157,8 @@ def submit_job() -> tuple[Response, int]:
 @api.get("/jobs")
 def list_jobs() -> tuple[Response, int]:
     """Jobs, newest first, a page at a time (?limit=, ?offset=)."""
-    limit = _int_arg("limit", DEFAULT_PAGE, 1, MAX_PAGE)
-    return answer(service().jobs(limit, _int_arg("offset", 0, 0, 10 ** 9)))
+    limit = int_arg("limit", DEFAULT_PAGE, 1, MAX_PAGE)
+    return answer(service().jobs(limit, int_arg("offset", 0, 0, 10 ** 9)))
 
 
 @api.delete("/jobs/<job_id>")
@@ -176,20 +176,10 @@ def give_windows(job_id: str) -> tuple[Response, int]:
     return answer(found) if found else error(404, f"no job {job_id!r}")
 
 
-def _int_arg(name: str, default: int, low: int, high: int) -> int:
-    text = request.args.get(name)
-    if text is None:
-        return default
-    value = ascii_int(text)
-    if value is None or not low <= value <= high:
-        raise BadInput(name, f"must be an integer from {low} to {high}, got {text[:40]!r}")
-    return value
-
-
 def _page_arg() -> PageAsked:
     """Which reports of a triage (or stored cases of a sweep) a read of the job shows."""
-    return PageAsked(_int_arg("offset", 0, 0, 10 ** 9),
-                     _int_arg("limit", DEFAULT_PARTS_PAGE, 1, MAX_PARTS_PAGE))
+    return PageAsked(int_arg("offset", 0, 0, 10 ** 9),
+                     int_arg("limit", DEFAULT_PARTS_PAGE, 1, MAX_PARTS_PAGE))
 
 
 def _seconds_arg(name: str, high: float) -> float:
@@ -212,7 +202,7 @@ def get_job(job_id: str) -> tuple[Response, int]:
     it did not change); with &every=E, a change comes no sooner than E seconds after the
     request unless every run has ended (service/waiting.py)."""
     seen = request.headers.get("If-None-Match")
-    job = service().waits.view_after(job_id, seen, _int_arg("wait", 0, 0, MAX_WAIT_S),
+    job = service().waits.view_after(job_id, seen, int_arg("wait", 0, 0, MAX_WAIT_S),
                                      _seconds_arg("every", MAX_WAIT_S), _page_arg())
     if job is None:
         return error(404, f"no job {job_id!r}")

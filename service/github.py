@@ -17,7 +17,7 @@ from gidgethub import BadRequest, ValidationFailure, sansio
 
 from service.api import answer, error, service
 from service.clients import maintainer_bearer
-from service.query_args import ascii_int
+from service.query_args import int_arg
 from tvmrepro.api.bot import BotAction, BotActionList, BotSweep, WebhookTaken
 from tvmrepro.api.requests import JobRequest
 from tvmrepro.api.views import JobView
@@ -106,17 +106,6 @@ def webhook() -> tuple[Response, int]:
     outcome = receive(desk(), event, parsed.data)
     return answer(WebhookTaken(delivery=delivery, event=event, action=action, outcome=outcome),
                   202)
-
-
-def int_arg(name: str, default: int, low: int, high: int) -> int:
-    """A query number (ASCII digits in range); BadInput names it."""
-    text = request.args.get(name)
-    if text is None:
-        return default
-    value = ascii_int(text)
-    if value is None or not low <= value <= high:
-        raise BadInput(name, f"must be an integer from {low} to {high}, got {text[:40]!r}")
-    return value
 
 
 @github.get("/actions")

@@ -27,11 +27,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 from typing import Any
 
 from .events import EventSink
-from .tracing import replace_everywhere
+from .tracing import add_to_every_context, replace_everywhere
 
 # What a module needs to build and run: never cut. DispatchSortScan and DispatchSampling
 # lower the operators LegalizeOps leaves to them; BindParams, BindSymbolicVars and the
@@ -158,23 +157,6 @@ def _instrument(tvm: Any, cut: Cut) -> Any:
     return CutInstrument()
 
 
-def _add_to_every_context(tvm: Any, instrument: Any) -> None:
-    """Every PassContext made from now on carries the instrument, the default one too."""
-    context_cls = tvm.transform.PassContext
-    original_init = context_cls.__init__
-    signature = inspect.signature(original_init)
-
-    @functools.wraps(original_init)
-    def init(ctx: Any, *args: Any, **kwargs: Any) -> None:
-        bound = signature.bind(ctx, *args, **kwargs)
-        instruments = list(bound.arguments.get("instruments") or [])
-        bound.arguments["instruments"] = [*instruments, instrument]
-        original_init(*bound.args, **bound.kwargs)
-
-    context_cls.__init__ = init
-    context_cls(opt_level=2).__enter__()  # passes run outside any `with PassContext`
-
-
 def _unwind_on_raise(tvm: Any, cut: Cut) -> None:
     """A pass that raises gets no after-pass call: drop it (and what it ran) from the stack."""
     pass_cls = tvm.ir.transform.Pass
@@ -210,7 +192,7 @@ def install(tvm: Any, sink: EventSink, options: dict[str, Any]) -> Cut:
     keep = options.get("keep")
     cut = Cut(tvm, sink, keep if isinstance(keep, int) else None,
               {str(name) for name in options.get("containers") or []})
-    _add_to_every_context(tvm, _instrument(tvm, cut))
+    add_to_every_context(tvm, _instrument(tvm, cut))
     _unwind_on_raise(tvm, cut)
     with contextlib.suppress(AttributeError):
         _hook_codegen(tvm, cut)

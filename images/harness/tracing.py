@@ -96,6 +96,26 @@ def index_references() -> None:
                 _REFERENCES.setdefault(id(value), []).append((module, attr))
 
 
+def add_to_every_context(tvm: Any, instrument: Any) -> None:
+    """Every PassContext made from now on carries `instrument` (once), the default one too:
+    passes run outside any `with PassContext` use the current default one, which is replaced."""
+    context_cls = tvm.transform.PassContext
+    original_init = context_cls.__init__
+    signature = inspect.signature(original_init)
+
+    @functools.wraps(original_init)
+    def init(ctx: Any, *args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(ctx, *args, **kwargs)
+        instruments = list(bound.arguments.get("instruments") or [])
+        if instrument not in instruments:
+            instruments.append(instrument)
+        bound.arguments["instruments"] = instruments
+        original_init(*bound.args, **bound.kwargs)
+
+    context_cls.__init__ = init
+    context_cls(opt_level=2).__enter__()
+
+
 def replace_everywhere(original: Any, replacement: Any) -> None:
     """Point every reference that TVM's loaded modules hold to `original` at `replacement`.
 
@@ -262,24 +282,7 @@ class Tracer:
             def run_after_pass(self, mod: Any, info: Any) -> None:
                 tracer.after_pass(mod, info)
 
-        instrument = StageInstrument()
-        context_cls = tvm.transform.PassContext
-        original_init = context_cls.__init__
-
-        init_signature = inspect.signature(original_init)
-
-        @functools.wraps(original_init)
-        def init_with_instrument(ctx: Any, *args: Any, **kwargs: Any) -> None:
-            bound = init_signature.bind(ctx, *args, **kwargs)
-            instruments = list(bound.arguments.get("instruments") or [])
-            if instrument not in instruments:
-                instruments.append(instrument)
-            bound.arguments["instruments"] = instruments
-            original_init(*bound.args, **bound.kwargs)
-
-        context_cls.__init__ = init_with_instrument
-        # Passes run outside any `with PassContext` use the current default one: replace it.
-        context_cls(opt_level=2).__enter__()
+        add_to_every_context(tvm, StageInstrument())
 
         pass_cls = tvm.ir.transform.Pass
         original_call = pass_cls.__call__
