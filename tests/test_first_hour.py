@@ -69,9 +69,31 @@ def test_make_up_in_a_fresh_clone_answers_on_every_release(tmp_path: Path,
         assert "3 release(s)" in first
         assert (home / "tvmrepro.sqlite").is_file()
         _a_torch_report_answers(clone, url, environ, wanted, tmp_path / "make-up.log")
+        _a_bisection_has_its_window_and_suspects(clone, url, environ, wanted)
     finally:
         os.killpg(up.pid, signal.SIGTERM)
         up.wait(60)
+
+
+def _a_bisection_has_its_window_and_suspects(clone: Path, url: str, environ: dict[str, str],
+                                             served: set[str]) -> None:
+    """A real change between two served releases (apache/tvm#20116 fixed it in 0.27), bisected
+    over HTTP: the clone's own history (nothing beside it) gives its commit window and
+    suspects, kept with the job and shown in its Markdown report."""
+    proc = subprocess.run([str(clone / ".venv" / "bin" / "tvmrepro"), "bisect",
+                           str(case_path("relax-adaptive-avg-pool2d-nested-init/case.json")),
+                           "--oracle", "output", "--reference", "tvm-0.27.0.post1-cpu",
+                           *(f"--env={env}" for env in sorted(served)), "--server", url, "--json"],
+                          env=environ, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    (change,) = json.loads(proc.stdout)["transitions"]
+    assert (change["before"], change["after"]) == ("tvm-0.26.0-cpu", "tvm-0.27.0.post1-cpu")
+    assert change["window"]["commits"] > 0 and change["suspects"], change
+    job = httpx.get(f"{url}/api/v1/jobs", timeout=10).json()["jobs"][0]
+    stored = httpx.get(f"{url}/api/v1/jobs/{job['id']}", timeout=10).json()["bisect"]
+    assert stored["transitions"][0]["suspects"] == change["suspects"]
+    report = httpx.get(f"{url}/api/v1/jobs/{job['id']}/report.md", timeout=10).text
+    assert "Commit window:" in report and f"#{change['suspects'][0]['pr']}" in report, report
 
 
 def _a_torch_report_answers(clone: Path, url: str, environ: dict[str, str], wanted: set[str],
