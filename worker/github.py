@@ -12,7 +12,7 @@ from celery import Celery, Task, shared_task
 from gidgethub import HTTPException
 
 from tvmrepro.bot import FOLLOW_UP_TASK
-from tvmrepro.bot.client import Deferred, GitHubClient, NotConfigured
+from tvmrepro.bot.client import Busy, Deferred, GitHubClient, NotConfigured
 from tvmrepro.bot.followup import FollowUp, follow_up
 from tvmrepro.bot.watch import finished_watchers, publish_follow_up
 from tvmrepro.settings import Settings
@@ -42,6 +42,9 @@ def follow_up_issue(self: Task, repo: str, number: int) -> str:
     work = FollowUp(client.store, client.settings, client, partial(publish_follow_up, self.app))
     try:
         return follow_up(work, repo, number)
+    except Busy as exc:
+        publish_follow_up(self.app, repo, number, exc.seconds)
+        return f"busy: asked again in {exc.seconds:.0f} s"
     except Deferred as exc:
         log.info("follow-up of %s#%d deferred: %s", repo, number, exc)
         raise self.retry(countdown=exc.seconds, max_retries=MAX_DEFERRALS) from exc

@@ -35,6 +35,12 @@ class Deferred(ReproError):
         self.seconds = max(1.0, seconds)
 
 
+class Busy(Deferred):
+    """Another follow-up holds the issue: this one is asked for again, afresh, after it (a
+    retry would count against the rate limit's deferrals, and a flood's leader, asked again
+    after each of its followers, may be held for longer than those allow)."""
+
+
 class NotConfigured(ReproError):
     """The bot has no way to authenticate to GitHub."""
 

@@ -15,7 +15,7 @@ from urllib.parse import quote
 from gidgethub import BadRequest
 
 from tvmrepro.bot.checks import is_bot_label, labels_of, read_check
-from tvmrepro.bot.client import Deferred, GitHubClient, Issue
+from tvmrepro.bot.client import Busy, GitHubClient, Issue
 from tvmrepro.bot.outcomes import command_lines
 from tvmrepro.bot.render import (
     confirm_body,
@@ -65,10 +65,10 @@ class Current:
 
 
 def follow_up(ctx: FollowUp, repo: str, number: int) -> str:
-    """Bring one issue up to date; what it did. Deferred when another holds the issue."""
+    """Bring one issue up to date; what it did. Busy when another holds the issue."""
     token = uuid.uuid4().hex
     if not ctx.store.lease_bot_issue(repo, number, token, LEASE_S):
-        raise Deferred(BUSY_RETRY_S, f"{repo}#{number} is being followed up")
+        raise Busy(BUSY_RETRY_S, f"{repo}#{number} is being followed up")
     try:
         return _follow(ctx, repo, number)
     finally:

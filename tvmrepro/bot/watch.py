@@ -25,8 +25,8 @@ def finished_watchers(store: Store, job_id: str) -> list[tuple[str, int]]:
     return watchers
 
 
-def publish_follow_up(app: Celery, repo: str, number: int) -> None:
+def publish_follow_up(app: Celery, repo: str, number: int, countdown: float | None = None) -> None:
     """Ask a worker's pool process for an issue's follow-up (on the queue every worker
-    consumes)."""
+    consumes), now or `countdown` seconds from now."""
     app.send_task(FOLLOW_UP_TASK, args=[repo, number], queue=SETTLE_QUEUE, retry=True,
-                  retry_policy=PUBLISH_RETRY)
+                  retry_policy=PUBLISH_RETRY, countdown=countdown)
