@@ -261,7 +261,8 @@ def triage(reports: list[ImportedReport], runs: list[list[TriageRun]]) -> Triage
     lines = []
     for report, report_runs, signature in zip(reports, runs, signatures, strict=True):
         verdict, since = verdict_of(report, report_runs)
-        newest = sound(report_runs)[-1] if sound(report_runs) else None
+        measured = sound(report_runs)
+        newest = measured[-1] if measured else None
         lines.append(ReportTriage(
             number=report.number, state=report.state, verdict=verdict,
             quoted_error_reproduced=(matches_quoted(report, newest)
