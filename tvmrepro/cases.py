@@ -104,6 +104,9 @@ class Inputs(BaseModel):
     seed: int = 0
     # Values for symbolic shape variables (e.g. {"n": 16}); unnamed ones default to 4.
     shape_vars: dict[str, int] = Field(default_factory=dict)
+    # The entry's inputs as .npy files of the case (`files`), one a parameter in order, in
+    # place of generated ones (a frontend script's inputs, carried by its extracted case).
+    files: list[str] = Field(default_factory=list)
 
 
 class Case(BaseModel):
@@ -194,6 +197,10 @@ class Case(BaseModel):
             raise ValueError(f"module {self.module!r} is not a Python name")
         if self.reference is not None and not self.entry:
             raise ValueError("a 'reference' needs an 'entry' whose outputs it checks")
+        missing = [n for n in self.inputs.files if n not in {f.name for f in self.files}]
+        if missing:
+            raise ValueError(f"inputs.files names {missing[0]!r}, which is none of the case's "
+                             "files")
         return self
 
     @property

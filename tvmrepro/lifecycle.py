@@ -93,8 +93,11 @@ def cache_key(case: Case, variant: str, env: Environment) -> str:
     one that asks no layer verdict does)."""
     spec = case.variant(variant)
     unasked = (set() if case.files else {"files"}) | (set() if case.layer else {"layer"})
+    excluded: dict[str, Any] = {name: True for name in {"title", "variants"} | unasked}
+    if not case.inputs.files:  # inputs from the case's files: a key only where there are some
+        excluded["inputs"] = {"files"}
     material = {
-        "case": case.model_dump(mode="json", exclude={"title", "variants"} | unasked),
+        "case": case.model_dump(mode="json", exclude=excluded),
         "variant": spec.model_dump(mode="json") if spec else variant,
         "environment": env.id, "packages": env.packages, "target": env.target,
         "harness": harness_digest(),

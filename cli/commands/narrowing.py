@@ -69,9 +69,11 @@ def narrowing_options(command: Command) -> Command:
 
 
 def write_case(output: Path | None, found: Reduced | Extracted) -> None:
-    """Write the case found to -o's file, if one was given."""
+    """Write the case found to -o's file, if one was given (its files with their contents,
+    where they are at hand: an extracted frontend script's inputs and reference)."""
     if output is not None:
-        output.write_text(json.dumps(found.case.model_dump(mode="json"), indent=2) + "\n")
+        case = found.case.model_dump(mode="json", context=WITH_CONTENTS)
+        output.write_text(json.dumps(case, indent=2) + "\n")
 
 
 def follow_narrowing(client: ApiClient, job: JobView, kind: str, progress: Progress) -> JobView:

@@ -25,6 +25,7 @@ from typing import Any
 
 from . import frontends, references, relay_carry
 from .attachments import write_files
+from .captured import emit_captured
 from .classify import Outcome, classify
 from .events import EventSink
 from .modes import run_module_case, run_script_case
@@ -110,14 +111,16 @@ def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path,
         tracer.install(tvm)
         if script_mode:  # the framework's own answer for an imported model (references.py)
             watched = references.install(tvm, case.get("timeout_s") or 120)
-        if script_mode and (case.get("layer") or _harness_mode(case) == "layer"):
+        # A layer verdict's path; extract mode lists the pipelines too (a path of its own
+        # captures the inputs of a script that never reached its VM).
+        if script_mode and (case.get("layer") or _harness_mode(case) in ("layer", "extract")):
             from .layers import install as cut_passes  # a layer verdict's path (layers.py)
 
             cut_passes(tvm, sink, case.get("harness") or {})
         if _harness_mode(case) == "extract":  # record each step's module (extract.py)
             from .extract import record_steps
 
-            recorder = record_steps(tvm, tracer, sink, workdir)
+            recorder = record_steps(tvm, tracer, sink, workdir, watched)
         tracer.enter("parse")
         features = detect(tvm)
         install_removed_module_finder()  # Relay-era imports end incompatible (relay_era.py)
@@ -153,6 +156,8 @@ def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path,
     fields.update(stage=stage, **dataclasses.asdict(outcome))
     if watched is not None:  # once the script is over, whatever its status
         fields.update(watched.fields())
+        if recorder is not None or (case.get("harness") or {}).get("capture"):
+            emit_captured(sink, watched)  # the entry's inputs, for an extracted case
     return fields
 
 

@@ -12,8 +12,10 @@ step that crashes the process is still known. When a pass raises, an
 pipeline or a build, say FoldConstant) with its module, where a case can name
 that pass, and `extract_child` events name the passes run directly inside each
 top-level one (a pipeline's own passes), so that a pipeline a case cannot name
-can be spelled out as them. The worker turns all this into a module-mode case
-(worker/extraction.py).
+can be spelled out as them. In a frontend script the chain starts at the module an importer
+returned (`imported_by`; the passes the importer runs itself are its own), and a build given
+relax.get_default_pipeline(target) names it TARGET_DEFAULT. The worker turns all this into a
+module-mode case (worker/extraction.py).
 """
 
 from __future__ import annotations
@@ -26,10 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from .events import EventSink
+from .references import References
 from .scriptsrc import module_fields, module_source
-from .tracing import Tracer
+from .tracing import Tracer, replace_everywhere
 
 MODE = "extract"
+# A build's relax_pipeline that relax.get_default_pipeline(target) made (modes.py makes it so).
+TARGET_DEFAULT = "target_default"
 _TRANSPARENT = {"sequential", "Sequential"}
 
 
@@ -66,8 +71,12 @@ def _target_text(target: Any) -> str | None:
 class Recorder:
     """Emits an extract_step event for each top-level pass and build, before it runs."""
 
-    def __init__(self, tvm: Any, tracer: Tracer, sink: EventSink, workdir: Path) -> None:
+    def __init__(self, tvm: Any, tracer: Tracer, sink: EventSink, workdir: Path,
+                 references: References | None = None) -> None:
         self.tvm = tvm
+        self.references = references
+        self.imported: list[tuple[str, Any]] = []  # each importer's module, as it returned
+        self.default_pipelines: list[Any] = []  # what relax.get_default_pipeline made
         self.workdir = workdir
         self.tracer = tracer
         self.sink = sink
@@ -90,7 +99,10 @@ class Recorder:
                            **module_fields(self.tvm, mod, self.workdir))
 
     def install(self) -> None:
-        """Hook the tracer's pass callbacks, the pass factories and the builds."""
+        """Hook the tracer's pass callbacks, the pass factories, the builds and the
+        importers' returns."""
+        if self.references is not None:
+            self.references.on_import.append(self._on_import)
         self._hook_tracer()
         self._wrap_factories()
         self._wrap_pass_call()
@@ -98,6 +110,20 @@ class Recorder:
         builds += [(getattr(self.tvm, n), "build") for n in ("tirx", "tir") if hasattr(self.tvm, n)]
         for owner, name in builds:
             self._wrap_build(owner, name)
+        self._wrap_default_pipeline()
+
+    def _on_import(self, importer: str, mod: Any) -> None:
+        """An importer returned: its module starts a chain (the passes it ran are its own)."""
+        self.imported.append((importer, mod))
+        self.last_output, self.last_output_step = mod, None
+        self.sink.emit("extract_import", importer=importer)
+
+    def _importing(self) -> bool:
+        return self.references is not None and self.references.importing > 0
+
+    def _imported_by(self, mod: Any) -> str | None:
+        """The importer whose module this very one is, if any."""
+        return next((name for name, made in reversed(self.imported) if made.same_as(mod)), None)
 
     def _link(self, mod: Any) -> int | None:
         last = self.last_output
@@ -111,7 +137,8 @@ class Recorder:
         self.count += 1
         self.sink.emit("extract_step", index=index, kind=kind, name=name, link=self._link(mod),
                        opt_level=self._opt_level(), config=self._config(),
-                       ir=module_source(mod), defined_as=self._script_name(mod), **extra)
+                       ir=module_source(mod), defined_as=self._script_name(mod),
+                       imported_by=self._imported_by(mod), **extra)
         self.modules.append((index, mod))
         return index
 
@@ -140,7 +167,8 @@ class Recorder:
         current: list[int] = []
 
         def top_level(info: Any) -> bool:
-            return info.name not in _TRANSPARENT and tracer.depth == 0 and tracer.build_depth == 0
+            return (info.name not in _TRANSPARENT and tracer.depth == 0
+                    and tracer.build_depth == 0 and not self._importing())
 
         def before_pass(mod: Any, info: Any) -> None:
             if info.name not in _TRANSPARENT:
@@ -153,7 +181,7 @@ class Recorder:
                                          dropped_args=spec.get("dropped", []),
                                          resolvable=self._factory_name(info.name) is not None)]
             elif (info.name not in _TRANSPARENT and tracer.depth == 1
-                  and tracer.build_depth == 0 and current):
+                  and tracer.build_depth == 0 and current and not self._importing()):
                 self._emit_child(current[0], info.name)
             before(mod, info)
 
@@ -248,6 +276,25 @@ class Recorder:
             return self.tvm.IRModule.from_expr(mod)
         return None
 
+    def _wrap_default_pipeline(self) -> None:
+        """Remember each pipeline relax.get_default_pipeline makes: a build given one names it
+        TARGET_DEFAULT, which a case can carry (the build's target makes it again)."""
+        original = getattr(self.tvm.relax, "get_default_pipeline", None)
+        if original is None:
+            return
+
+        @functools.wraps(original)
+        def make(*args: Any, **kwargs: Any) -> Any:
+            made = original(*args, **kwargs)
+            self.default_pipelines.append(made)
+            return made
+
+        replace_everywhere(original, make)
+
+    def _named_pipeline(self, value: Any) -> str | None:
+        return TARGET_DEFAULT if any(value is p or value.same_as(p)
+                                     for p in self.default_pipelines) else None
+
     def _wrap_build(self, owner: Any, name: str) -> None:
         original = getattr(owner, name, None)
         if original is None:
@@ -261,7 +308,7 @@ class Recorder:
                 mod = self._as_module(bound.get("mod", args[0] if args else None))
                 if mod is not None:
                     self._emit("build", name, mod, target=_target_text(bound.get("target")),
-                               options=_build_options(bound))
+                               options=_build_options(bound, self._named_pipeline))
             self.build_depth += 1
             try:
                 return original(*args, **kwargs)
@@ -271,9 +318,10 @@ class Recorder:
         setattr(owner, name, build)
 
 
-def _build_options(bound: dict[str, Any]) -> dict[str, Any]:
+def _build_options(bound: dict[str, Any], named: Any) -> dict[str, Any]:
     """The build's options as the script gave them: exec_mode, and each pipeline as its name
-    or None (a pipeline given as a Pass object is named under `unnamed`)."""
+    or None (a Pass object as the name `named` gives it: TARGET_DEFAULT for the one
+    relax.get_default_pipeline made; else it is named under `unnamed`)."""
     options: dict[str, Any] = {}
     if "exec_mode" in bound:
         options["exec_mode"] = str(bound["exec_mode"])
@@ -283,13 +331,17 @@ def _build_options(bound: dict[str, Any]) -> dict[str, Any]:
             value = bound[given]
             if value is None or isinstance(value, str):
                 options[key] = value
+            elif key == "relax_pipeline" and named(value) is not None:
+                options[key] = named(value)
             else:
                 options.setdefault("unnamed", []).append(key)
     return options
 
 
-def record_steps(tvm: Any, tracer: Tracer, sink: EventSink, workdir: Path) -> Recorder:
-    """Install the recorder (extract mode only), after the tracer's own hooks."""
-    recorder = Recorder(tvm, tracer, sink, workdir)
+def record_steps(tvm: Any, tracer: Tracer, sink: EventSink, workdir: Path,
+                 references: References | None = None) -> Recorder:
+    """Install the recorder (extract mode only), after the tracer's own hooks (and the
+    importers' of references.py: a frontend script's chain starts at the imported module)."""
+    recorder = Recorder(tvm, tracer, sink, workdir, references)
     recorder.install()
     return recorder

@@ -14,6 +14,8 @@ from .tracing import Tracer
 
 # Targets whose code runs on the host CPU; any other target kind names its device.
 _DEVICE_OF_TARGET = {"llvm": "cpu", "c": "cpu"}
+# A relax_pipeline that names relax.get_default_pipeline(target) (extract.py records it).
+TARGET_DEFAULT = "target_default"
 # The file a module-mode run writes its module to and runs (run as a module of the same name).
 RUN_FILE = "case_module.py"
 
@@ -39,11 +41,15 @@ def resolve_pass(tvm: Any, spec: dict[str, Any]) -> Any:
     raise Incompatible(f"pass {name} does not exist in TVM {tvm.__version__}")
 
 
-def build_options(case: dict[str, Any]) -> dict[str, Any]:
-    """relax.build's options that the case sets otherwise than relax.build's defaults."""
+def build_options(tvm: Any, case: dict[str, Any], target: Any) -> dict[str, Any]:
+    """relax.build's options that the case sets otherwise than relax.build's defaults (the
+    relax_pipeline TARGET_DEFAULT: relax.get_default_pipeline of the build's target)."""
     defaults = {"exec_mode": "bytecode", "relax_pipeline": "default", "tir_pipeline": "default"}
-    return {key: case[key] for key, value in defaults.items()
-            if key in case and case[key] != value}
+    options = {key: case[key] for key, value in defaults.items()
+               if key in case and case[key] != value}
+    if options.get("relax_pipeline") == TARGET_DEFAULT:
+        options["relax_pipeline"] = tvm.relax.get_default_pipeline(target)
+    return options
 
 
 def module_json_prelude(case: dict[str, Any]) -> str:
@@ -82,7 +88,7 @@ def run_module_case(tvm: Any, case: dict[str, Any], variant: dict[str, Any], tra
         for index, spec in enumerate(variant["passes"]):
             tracer.enter(f"pass:{index}:{spec['name']}")
             mod = resolve_pass(tvm, spec)(mod)
-        executable = tvm.relax.build(mod, target=target, **build_options(case))
+        executable = tvm.relax.build(mod, target=target, **build_options(tvm, case, target))
 
     device = tvm.device(device_kind, 0)
     vm = tvm.relax.VirtualMachine(executable, device)
@@ -94,7 +100,8 @@ def run_module_case(tvm: Any, case: dict[str, Any], variant: dict[str, Any], tra
         raise NameError(f"entry function {entry!r} is not in the module after the passes")
     tracer.sink.emit("reproducer", text=reproducer + entry_reproducer(tvm, case, func))
     inputs = case.get("inputs") or {}
-    args = make_inputs(tvm, func, device, inputs.get("seed", 0), inputs.get("shape_vars") or {})
+    args = (loaded_inputs(tvm, func, device, inputs["files"]) if inputs.get("files") else
+            make_inputs(tvm, func, device, inputs.get("seed", 0), inputs.get("shape_vars") or {}))
     started = time.perf_counter()
     output = vm[entry](*args)
     elapsed = time.perf_counter() - started
@@ -114,7 +121,20 @@ def numpy_reference(expression: str, func: Any, args: list[Any]) -> Any:
     names = {var_name(param): arg.numpy() for param, arg in zip(func.params, args, strict=True)}
     # One namespace (comprehensions see the inputs); it runs in the sandbox like the case.
     expected = eval(expression, {"np": np, "numpy": np, **names})  # noqa: S307
+    if isinstance(expected, list | tuple):  # a tuple's items, as TVM's outputs are summarized
+        return [summarize(_AsNumpy(np.asarray(item))) for item in expected]
     return summarize(_AsNumpy(np.asarray(expected)))
+
+
+def loaded_inputs(tvm: Any, func: Any, device: Any, files: list[str]) -> list[Any]:
+    """The entry's inputs from the case's .npy files (in the work directory), one a parameter
+    in order: the inputs a script gave its VM, carried by its extracted case."""
+    import numpy as np
+
+    if len(files) != len(func.params):
+        raise TypeError(f"{len(files)} input files for {len(func.params)} parameters of the entry")
+    to_tensor = getattr(tvm.runtime, "tensor", None) or tvm.nd.array
+    return [to_tensor(np.load(name, allow_pickle=False), device) for name in files]
 
 
 class _AsNumpy:

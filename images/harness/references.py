@@ -95,6 +95,9 @@ class References:
     def __init__(self, timeout_s: float) -> None:
         self.imported: list[Imported] = []
         self.last: Call | None = None
+        self.importing = 0  # importers running now: the passes they run are theirs
+        self.on_import: list[Any] = []  # called with (importer's name, module) as one returns
+        self.reference_arrays: Any = None  # the framework's outputs, as arrays
         self.hooked: set[str] = set()
         self.deadline = time.monotonic() + timeout_s - MARGIN_S
 
@@ -117,10 +120,16 @@ class References:
 
         @functools.wraps(original)
         def importing(*args: Any, **kwargs: Any) -> Any:
-            mod = original(*args, **kwargs)
+            references.importing += 1
+            try:
+                mod = original(*args, **kwargs)
+            finally:
+                references.importing -= 1
             with contextlib.suppress(Exception):  # an odd call is the script's business
                 model = args[0] if args else kwargs.get(argument)
                 references.record(kind, model, mod)
+            for listener in references.on_import:
+                listener(original.__name__, mod)
             return mod
 
         return importing
@@ -182,7 +191,8 @@ class References:
                 raise TimeoutError("not run: the run's time limit is near")
             with _time_limit(left):
                 run = _onnx_reference if call.imported.kind == "onnx" else _torch_reference
-                found["reference_outputs"] = run(call, found)
+                self.reference_arrays = run(call, found)
+                found["reference_outputs"] = summary_of(self.reference_arrays)
         except BaseException as exc:  # the reference's failure is said, never the run's
             found["reference_error"] = _said(exc)
         return found
@@ -238,7 +248,8 @@ def _time_limit(seconds: float) -> Any:
 
 
 def _onnx_reference(call: Call, found: dict[str, Any]) -> Any:
-    """ONNX Runtime's outputs for the captured inputs (graph inputs by name, else position)."""
+    """ONNX Runtime's outputs for the captured inputs (graph inputs by name, else position),
+    as arrays."""
     import onnxruntime
 
     found["reference_kind"] = f"onnxruntime {onnxruntime.__version__}"
@@ -249,7 +260,7 @@ def _onnx_reference(call: Call, found: dict[str, Any]) -> Any:
         where = params.index(given.name) if given.name in params else index
         feeds[given.name] = call.inputs[where]
     outputs = session.run(None, feeds)
-    return summary_of(outputs[0] if len(outputs) == 1 else outputs)
+    return outputs[0] if len(outputs) == 1 else outputs
 
 
 def _session(onnxruntime: Any, model: Any, found: dict[str, Any]) -> Any:
@@ -280,7 +291,8 @@ def _session(onnxruntime: Any, model: Any, found: dict[str, Any]) -> Any:
 
 
 def _torch_reference(call: Call, found: dict[str, Any]) -> Any:
-    """Eager PyTorch's outputs for the captured inputs (the model's own inputs only)."""
+    """Eager PyTorch's outputs for the captured inputs (the model's own inputs only), as
+    arrays."""
     import torch
 
     found["reference_kind"] = f"torch {torch.__version__} eager"
@@ -290,7 +302,7 @@ def _torch_reference(call: Call, found: dict[str, Any]) -> Any:
     module = imported.model.module() if imported.kind == "exported_program" else imported.model
     with torch.no_grad():
         value = module(*tensors)
-    return summary_of(_numpy_tree(torch, value))
+    return _numpy_tree(torch, value)
 
 
 def _numpy_tree(torch: Any, value: Any) -> Any:

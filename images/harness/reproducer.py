@@ -57,6 +57,8 @@ def module_reproducer(tvm: Any, case: dict[str, Any], variant: dict[str, Any], s
     defaults = {"exec_mode": "bytecode", "relax_pipeline": "default", "tir_pipeline": "default"}
     options = "".join(f", {key}={case[key]!r}" for key, value in defaults.items()
                       if key in case and case[key] != value)
+    made = f"relax_pipeline=relax.get_default_pipeline(tvm.target.Target({target!r}))"
+    options = options.replace("relax_pipeline='target_default'", made)
     lines += [f"    executable = relax.build(mod, target=tvm.target.Target({target!r}){options})",
               f"device = tvm.device({device!r}, 0)",
               "vm = relax.VirtualMachine(executable, device)",

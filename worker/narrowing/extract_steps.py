@@ -41,6 +41,7 @@ class Step(TypedDict, total=False):
     defined_as: list[str]
     well_formed: bool
     parse_error: str
+    imported_by: str | None  # the importer whose module this very one is
 
 
 class PassSpec(TypedDict):
@@ -69,7 +70,10 @@ class CaseData(BuildFields, total=False):
     variants: list[dict[str, object]]
     target: str | None
     opt_level: int
-    entry: None
+    entry: str | None
+    reference: str
+    inputs: dict[str, object]
+    files: list[dict[str, str]]  # attachments, with their contents
     timeout_s: int
     memory_mb: int
     module_json: str
@@ -95,6 +99,8 @@ class Recorded(NamedTuple):
     result: Result
     steps: list[Step]
     inner: Step | None
+    captured: Event | None = None  # the imported entry's call (harness/captured.py)
+    containers: list[str] = []  # the pipelines it met (harness/layers.py's listing)
 
 
 def checked(event: Event) -> Checked:

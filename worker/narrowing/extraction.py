@@ -36,6 +36,7 @@ from tvmrepro.api.narrowed import CaseRun, Extracted
 from tvmrepro.cases import JSON_MODULE_SOURCE, Case, parse_case
 from tvmrepro.environments import Environment, default_catalog
 from tvmrepro.errors import BadInput
+from tvmrepro.frontends import needs_frontends
 from tvmrepro.jobs.narrow.logic import EXTRACTED_VARIANT
 from tvmrepro.results import Result, Status
 from worker.narrowing.extract_steps import (
@@ -47,6 +48,13 @@ from worker.narrowing.extract_steps import (
     Recorded,
     Step,
     checked,
+)
+from worker.narrowing.frontend_inputs import (
+    Captured,
+    captured_event,
+    containers_of,
+    unoptimised_capture,
+    with_inputs,
 )
 from worker.runner import assemble_result, harness_case, run_variant
 from worker.runtimes.base import Runtime, SandboxJob
@@ -230,6 +238,8 @@ def _step(event: Event, *drop: str) -> Step:
 def record_script(script: Case, env: Environment, runtime: Runtime,
                   job_id: str = "local") -> Recorded:
     """Run the script in extract mode: its result, its recorded steps, the innermost failing pass."""
+    if needs_frontends(script):  # torch, onnx: the script runs where they are installed
+        env = env.with_frontends()
     data = harness_case(script, env)
     data["harness"] = {"mode": "extract"}
     job = SandboxJob(run_id=uuid.uuid4().hex, job_id=job_id, env=env, case=data,
@@ -250,7 +260,8 @@ def record_script(script: Case, env: Environment, runtime: Runtime,
                 by_index.get(index) if isinstance(index, int) else None)
             if target is not None:
                 target.update(_step(event, "index"))
-    return Recorded(assemble_result(job, execution), steps, inner)
+    return Recorded(assemble_result(job, execution), steps, inner,
+                    captured_event(execution.events), containers_of(execution.events))
 
 
 def extract(script: Case, env: Environment, runtime: Runtime, at: str = "chain",
@@ -266,10 +277,15 @@ def extract(script: Case, env: Environment, runtime: Runtime, at: str = "chain",
 def extract_recorded(script: Case, env: Environment, runtime: Runtime, recorded: Recorded,
                      at: str = "chain", job_id: str = "local") -> Extracted:
     """Extract the case from the script's recorded run (record_script), and run it."""
-    result, steps, inner = recorded
+    result, steps, inner = recorded.result, recorded.steps, recorded.inner
     found: Extracted | None = None
+    frontend = needs_frontends(script)
+    captured = _captured(script, env, runtime, recorded, job_id) if frontend else None
     for attempt in _attempts(script, result, steps, at, inner):
         data, notes = attempt
+        if frontend:  # a frontend script: its inputs and reference, as files
+            data, more = with_inputs(data, captured)
+            notes = notes + more
         for case, module_from in module_forms(script, data, env, runtime, job_id):
             check = run_variant(case, EXTRACTED_VARIANT, env, runtime, job_id=job_id)
             answer = Extracted(
@@ -286,6 +302,21 @@ def extract_recorded(script: Case, env: Environment, runtime: Runtime, recorded:
                 return answer
     assert found is not None  # _attempts yields at least one case or raises
     return found
+
+
+def _captured(script: Case, env: Environment, runtime: Runtime, recorded: Recorded,
+              job_id: str) -> Captured | None:
+    """A frontend script's entry inputs: from its own VM call, else from its unoptimised path
+    (None: neither reached the VM)."""
+    if recorded.captured is not None:
+        return Captured(recorded.captured, "in its own run")
+    if not any(s.get("imported_by") for s in recorded.steps):
+        return None  # the failing chain does not start at an imported module
+    event = unoptimised_capture(script, env.with_frontends(), runtime, recorded.containers,
+                                job_id)
+    return Captured(event, "on its unoptimised path (the imported module built with its "
+                           "lowering alone)") \
+        if event is not None else None
 
 
 def _attempts(script: Case, result: Result, steps: list[Step], at: str,
@@ -351,7 +382,8 @@ def _printed_there(script: Case, other: Environment, runtime: Runtime,
     it, if that parses back there (as a check gives it)."""
     if not step:
         return {"ok": False, "reason": "no step to find"}
-    _result, steps, inner = record_script(script, other, runtime, job_id)
+    recorded = record_script(script, other, runtime, job_id)
+    steps, inner = recorded.steps, recorded.inner
     index, name = step
     found = inner if index == "inner" else next(
         (s for s in steps if s.get("index") == index and s.get("name") == name), None)
