@@ -12,7 +12,7 @@ from typing import Any
 
 from celery import Celery
 
-from service.waiting import JobWaits
+from service.waiting import JobWaits, JobWatcher
 from tvmrepro.api.pages import PageAsked
 from tvmrepro.api.requests import CANCEL_HEADER, JobRequest, parse_request
 from tvmrepro.api.views import (
@@ -40,6 +40,7 @@ from tvmrepro.queue import broker_ping, drop_waiting_messages, make_celery, publ
 from tvmrepro.results import Result, Status
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store, open_store
+from tvmrepro.store.notices import notices_for
 from tvmrepro.store.rows import RunRow
 from tvmrepro.submitters import Admission
 
@@ -59,14 +60,20 @@ class JobService:
                  catalog: Catalog | None = None) -> None:
         self.settings, self.store, self.celery = settings, store, celery
         self.catalog = catalog or default_catalog()
-        # Long-polls of a job's view (service/waiting.py).
-        self.waits = JobWaits(self.job, store.job_stamp, settings.api_threads)
+        # Long-polls of a job's view (service/waiting.py): one watcher of the jobs they wait on.
+        watcher = JobWatcher(store.revisions, notices_for(settings.redis_url, settings.redis_prefix))
+        self.waits = JobWaits(self.job, self._runs_ended, watcher, settings.api_threads)
 
     @classmethod
     def open(cls, settings: Settings) -> JobService:
-        """Connect to the store (creating its tables) and the broker of these settings."""
-        store = open_store(settings.store_url)
+        """Connect to the store (creating its tables; its writes announced where the broker is
+        Redis: tvmrepro.store.notices) and the broker of these settings."""
+        store = open_store(settings.store_url,
+                           notices=notices_for(settings.redis_url, settings.redis_prefix))
         return cls(settings, store, make_celery(settings))
+
+    def _runs_ended(self, job_id: str) -> bool:
+        return self.store.unfinished_count(job_id) == 0
 
     # Submission ---------------------------------------------------------------
 

@@ -43,6 +43,7 @@ from tvmrepro.queue import (
 )
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store
+from tvmrepro.store.notices import notices_for
 from tvmrepro.store.rows import RunRow
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,8 @@ class Sweeper:
         self.settled_until = 0.0  # jobs finished before it were settled by an earlier sweep
         self.asked: dict[str, float] = {}  # job -> when its settling was last published
         # No pool: the main process forks pool processes, which must inherit no connection.
-        self.store = Store(settings.store_url, pooled=False)
+        self.store = Store(settings.store_url, pooled=False,
+                           notices=notices_for(settings.redis_url, settings.redis_prefix))
 
     def _waiting_lost(self, row: RunRow, empty: set[str], now: float,
                       unqueued: set[str]) -> bool:

@@ -41,6 +41,7 @@ from tvmrepro.queue import RUN_TASK, SETTLE_TASK, publish_runs, worker_concurren
 from tvmrepro.results import Result, Status
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store, StoreAway
+from tvmrepro.store.notices import notices_for
 from worker.github import after_run as bot_after_run
 from worker.narrowing.run import run_narrowing
 from worker.runner import run_variant
@@ -77,7 +78,9 @@ def _make_context(app: Celery) -> WorkerContext:
     global _context
     settings: Settings = app.conf.get("tvmrepro_settings") or Settings.from_env()
     if _context is None or _context.pid != os.getpid() or _context.settings != settings:
-        _context = WorkerContext(settings, Store(settings.store_url),
+        # Its writes announce the jobs they change (the API's long-polls wake on them).
+        notices = notices_for(settings.redis_url, settings.redis_prefix)
+        _context = WorkerContext(settings, Store(settings.store_url, notices=notices),
                                  make_runtime(settings.runtime, settings), os.getpid())
         served = app.conf.get("tvmrepro_environments") or []
         if served:

@@ -8,7 +8,7 @@ package writes SQL.
 
 from tvmrepro.store.base import StoreAway, store_exists
 from tvmrepro.store.comparisons import Compared
-from tvmrepro.store.jobs import BudgetSpent, JobStamp, QueueFull, Store, open_store
+from tvmrepro.store.jobs import BudgetSpent, QueueFull, Store, open_store
 
-__all__ = ["BudgetSpent", "Compared", "JobStamp", "QueueFull", "Store", "StoreAway", "open_store",
+__all__ = ["BudgetSpent", "Compared", "QueueFull", "Store", "StoreAway", "open_store",
            "store_exists"]

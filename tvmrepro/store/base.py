@@ -7,7 +7,7 @@ read and write through one `StoreBase`: one engine, one way to open a write tran
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
@@ -21,6 +21,21 @@ from tvmrepro.store.engine import make_engine
 SCHEMA_ATTEMPTS = 5  # a first start may wait long for another's lock
 # The database did not answer (down, or locked past its timeout): worth retrying later.
 StoreAway = sa.exc.OperationalError
+# The jobs a write transaction changed the view of (kept on its connection until it ends).
+CHANGED_JOBS = "tvmrepro.changed_jobs"
+# Told the jobs a committed write changed (tvmrepro/store/notices.py: a Redis message each).
+ChangeNotices = Callable[[set[str]], None]
+
+
+def changed(conn: Connection, job_ids: Iterable[str]) -> None:
+    """Mark these jobs' views changed by the caller's write transaction: their revision moves
+    on in it (what the API's long-polls watch), and they are announced once it commits. Called
+    last in the transaction: on PostgreSQL it holds the jobs' rows' locks to its end."""
+    found = sorted(set(job_ids))
+    if found:
+        conn.execute(t.jobs.update().where(t.jobs.c.id.in_(found))
+                     .values(revision=t.jobs.c.revision + 1))
+        conn.info.setdefault(CHANGED_JOBS, set()).update(found)
 
 
 def store_exists(url: str) -> bool:
@@ -32,16 +47,29 @@ def store_exists(url: str) -> bool:
 class StoreBase:
     """A database's engine, its write transactions and its schema; thread-safe."""
 
-    def __init__(self, url: str, pooled: bool = True) -> None:
-        self.url = url
+    def __init__(self, url: str, pooled: bool = True, notices: ChangeNotices | None = None) -> None:
+        self.url, self.notices = url, notices
         self.engine = make_engine(url, pooled)
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:
         with self.engine.connect() as conn:
             conn.execution_options(write=True)
-            with conn.begin():
-                yield conn
+            try:
+                with conn.begin():
+                    yield conn
+            finally:
+                # The connection goes back to the pool: what it changed leaves it (and a
+                # transaction rolled back announces nothing: the exception skips the notice).
+                jobs: set[str] = conn.info.pop(CHANGED_JOBS, set())
+        if jobs and self.notices is not None:
+            self.notices(jobs)
+
+    def revisions(self, job_ids: Iterable[str]) -> dict[str, int]:
+        """Job id -> its revision (`changed`), for those that exist, in one query."""
+        query = sa.select(t.jobs.c.id, t.jobs.c.revision).where(t.jobs.c.id.in_(set(job_ids)))
+        with self.engine.connect() as conn:
+            return {job_id: int(revision) for job_id, revision in conn.execute(query)}
 
     def write(self) -> AbstractContextManager[Connection]:
         """A write transaction on the store's tables (tests set rows up with it)."""

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from tvmrepro.lifecycle import RunState
 from tvmrepro.store import schema as t
-from tvmrepro.store.base import StoreBase
+from tvmrepro.store.base import StoreBase, changed
 from tvmrepro.store.rows import JobRow, RunRow
 
 
@@ -61,6 +61,7 @@ class BisectionRows(StoreBase):
         with self._write() as conn:
             done = conn.execute(t.bisections.update().where(t.bisections.c.job_id == job_id)
                                 .values(windows=windows, updated_at=time.time()))
+            changed(conn, [job_id])
         return bool(done.rowcount)
 
     def stalled_bisections(self, before: float) -> list[str]:
@@ -120,4 +121,5 @@ class BisectionRows(StoreBase):
                              .values(environments=update.environments))
             conn.execute(t.bisections.update().where(t.bisections.c.job_id == job_id).values(
                 result=update.result, seen=update.seen, updated_at=time.time()))
+            changed(conn, [job_id])
         return update.runs

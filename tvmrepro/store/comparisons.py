@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from tvmrepro.lifecycle import RunState
 from tvmrepro.store import schema as t
-from tvmrepro.store.base import StoreBase
+from tvmrepro.store.base import StoreBase, changed
 
 # A finished job's comparisons and symbol traces, as made by the job layer.
 Compared = tuple[Sequence[BaseModel], Sequence[BaseModel]]
@@ -45,6 +45,7 @@ class ComparisonRows(StoreBase):
             if conn.execute(sa.select(t.comparisons.c.job_id)
                             .where(t.comparisons.c.job_id == job_id)).first() is None:
                 insert_comparisons(conn, job_id, found, runs)
+            changed(conn, [job_id])
 
     def jobs_of_results(self, result_ids: set[str], other_than: str) -> dict[str, str]:
         """Result id -> the job of the run that made it, for those made by another job."""

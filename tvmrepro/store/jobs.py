@@ -12,7 +12,7 @@ import copy
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -21,6 +21,7 @@ from tvmrepro.errors import ReproError
 from tvmrepro.lifecycle import CACHED_STATUSES, UNCACHED_SIGNATURES, Action, Claim, RunState
 from tvmrepro.results import Status
 from tvmrepro.store import schema as t
+from tvmrepro.store.base import ChangeNotices, changed
 from tvmrepro.store.bisections import BisectionRows
 from tvmrepro.store.blobs import BlobRows
 from tvmrepro.store.budgets import past_budget, stamped
@@ -33,18 +34,6 @@ from tvmrepro.store.rows import JobRow, RunRow
 from tvmrepro.store.triages import TriageReportRow, TriageRows, insert_triage_reports, run_jobs_of_triages
 from tvmrepro.store.workers import WorkerRegistry
 from tvmrepro.submitters import Admission
-
-
-class JobStamp(NamedTuple):
-    """Store.job_stamp: equal while the job's view cannot have changed."""
-
-    runs: tuple[tuple[Any, ...], ...]  # (state, deliveries, claimed_at, finished_at, result_id)
-    rows: tuple[tuple[Any, ...] | None, ...]  # its comparisons', bisection's, narrowing's rows
-
-    @property
-    def runs_ended(self) -> bool:
-        """Every run of the job has its result (its view is final, or about to be)."""
-        return all(run[0] == RunState.DONE.value for run in self.runs)
 
 
 class QueueFull(ReproError):
@@ -68,9 +57,10 @@ class BudgetSpent(QueueFull):
         self.submitter = submitter
 
 
-def open_store(url: str, pooled: bool = True) -> Store:
-    """A store with its schema made; an unreachable or unwritable database is one ReproError."""
-    store = Store(url, pooled)
+def open_store(url: str, pooled: bool = True, notices: ChangeNotices | None = None) -> Store:
+    """A store with its schema made (its writes announced to `notices`: tvmrepro.store.notices);
+    an unreachable or unwritable database is one ReproError."""
+    store = Store(url, pooled, notices)
     try:
         store.create_schema()
     except sa.exc.SQLAlchemyError as exc:
@@ -243,24 +233,6 @@ class Store(ResultRows, ComparisonRows, WorkerRegistry, BisectionRows, Narrowing
         return JobRow.model_validate({**dict(row), "runs": runs, "comparisons": comparisons,
                                       "symbols": symbols})
 
-    def job_stamp(self, job_id: str) -> JobStamp:
-        """What changes whenever a run, bisect or narrowing job's view may: its runs' states,
-        deliveries and times, its comparisons and its bisection's and narrowing's rows (cheap:
-        a long-poll asks it many times a second; a triage's parts are not covered)."""
-        runs = t.runs.c
-        with self.engine.connect() as conn:
-            run_rows = tuple(tuple(r) for r in conn.execute(
-                sa.select(runs.state, runs.deliveries, runs.claimed_at, runs.finished_at,
-                          runs.result_id).where(runs.job_id == job_id).order_by(runs.ordinal)))
-            rows: list[tuple[Any, ...] | None] = []
-            for columns in ((t.comparisons.c.runs, t.comparisons.c.created_at),
-                            (t.bisections.c.seen, t.bisections.c.updated_at),
-                            (t.narrowings.c.updated_at,)):
-                row = conn.execute(sa.select(*columns).where(
-                    columns[0].table.c.job_id == job_id)).first()
-                rows.append(tuple(row) if row is not None else None)
-        return JobStamp(run_rows, tuple(rows))
-
     def job_page(self, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
         """Jobs newest first (id, kind, title, created_at, runs, done), and how many there are.
         A triage's (or sweep's) run jobs are shown under it: not listed (their runs are counted
@@ -322,6 +294,7 @@ class Store(ResultRows, ComparisonRows, WorkerRegistry, BisectionRows, Narrowing
                 conn.execute(t.runs.update().where(t.runs.c.id == run_id).values(
                     state=RunState.RUNNING.value, deliveries=row["deliveries"] + 1,
                     claimed_by=worker, claimed_at=now))
+                changed(conn, [row["job_id"]])
         return Claim(action, run_id, row["job_id"], kind=row["kind"], case=row["case"],
                      variant=row["variant"], environment=row["environment"],
                      deliveries=row["deliveries"] + (action is Action.RUN))

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 
 from tvmrepro.store import schema as t
-from tvmrepro.store.base import StoreBase
+from tvmrepro.store.base import StoreBase, changed
 
 
 class StoredNarrowing(BaseModel):
@@ -59,3 +59,4 @@ class NarrowingRows(StoreBase):
         with self._write() as conn:
             conn.execute(t.narrowings.update().where(t.narrowings.c.job_id == job_id)
                          .values(updated_at=time.time(), **values))
+            changed(conn, [job_id])

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from tvmrepro.lifecycle import RunState
 from tvmrepro.results import Result
 from tvmrepro.store import schema as t
-from tvmrepro.store.base import StoreBase
+from tvmrepro.store.base import StoreBase, changed
 
 
 class ResultRows(StoreBase):
@@ -31,6 +31,8 @@ class ResultRows(StoreBase):
                 .values(state=RunState.DONE.value, result_id=run_id, finished_at=time.time()))
             if stored.rowcount != 1:
                 return False
+            job_id = conn.execute(sa.select(t.runs.c.job_id)
+                                  .where(t.runs.c.id == run_id)).scalar_one()
             conn.execute(t.results.insert().values(
                 run_id=run_id, status=data["status"], stage=data["stage"],
                 signature=data["signature"], data=data, created_at=time.time()))
@@ -40,6 +42,7 @@ class ResultRows(StoreBase):
                     {"run_id": run_id, "idx": p["index"], "name": p["name"],
                      "seconds": p["seconds"], "functions": p["functions"], "ir": p["ir"]}
                     for p in passes])
+            changed(conn, [job_id])
         return True
 
     def result(self, result_id: str) -> dict[str, Any] | None:

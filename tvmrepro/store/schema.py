@@ -57,6 +57,10 @@ jobs = sa.Table(
     sa.Column("stored_bytes", sa.BigInteger, nullable=True),
     # Why those environments (tvmrepro.choice); null: stored before it was kept.
     sa.Column("environments_why", sa.Text, nullable=True),
+    # Moves on in every transaction that changes the job's view (its runs' states and results,
+    # its comparisons, its bisection's or narrowing's rows): the API's long-polls watch it
+    # (service/waiting.py) instead of reading the job again.
+    sa.Column("revision", sa.Integer, nullable=False, server_default="0"),
     sa.Index("jobs_submitter_created", "submitter", "created_at"),
 )
 
