@@ -21,6 +21,7 @@ from tvmrepro.store import Store, StoreAway
 log = logging.getLogger(__name__)
 STORE_RETRIES = 5  # a store that is briefly away (restart, failover) is waited for
 MAX_DEFERRALS = 50  # a rate limit an hour long, retried about every minute or two
+FAILURE_TRIES = 4  # a follow-up that fails is tried this many times in all
 _clients: dict[int, GitHubClient] = {}
 
 
@@ -36,8 +37,9 @@ def client_of(app: Celery) -> GitHubClient:
 
 @shared_task(name=FOLLOW_UP_TASK, bind=True, autoretry_for=(StoreAway,),
              max_retries=STORE_RETRIES, retry_backoff=True, retry_jitter=False)
-def follow_up_issue(self: Task, repo: str, number: int) -> str:
-    """Bring one issue's comments and labels up to date with the store."""
+def follow_up_issue(self: Task, repo: str, number: int, failures: int = 0) -> str:
+    """Bring one issue's comments and labels up to date with the store. `failures`: how many
+    times this follow-up failed before (it is retried with backoff, FAILURE_TRIES in all)."""
     client = client_of(self.app)
     work = FollowUp(client.store, client.settings, client, partial(publish_follow_up, self.app))
     try:
@@ -51,8 +53,36 @@ def follow_up_issue(self: Task, repo: str, number: int) -> str:
     except NotConfigured as exc:
         client.store.log_action(repo, number, "refused", f"not configured: {exc}")
         return f"not configured: {exc}"
-    except HTTPException as exc:  # GitHub refused a call (logged with its status): the next
-        return f"GitHub refused: {exc}"  # event or finished job of the issue tries again
+    except StoreAway:
+        raise
+    except HTTPException as exc:
+        if int(exc.status_code) < 500:  # GitHub refused a call (logged with its status): the
+            return f"GitHub refused: {exc}"  # next event or finished job of the issue tries again
+        return failed(self, client, (repo, number), failures, exc)
+    except Exception as exc:  # a fault of GitHub's or of the follow-up's own: tried again
+        return failed(self, client, (repo, number), failures, exc)
+
+
+def failed(task: Task, client: GitHubClient, issue: tuple[str, int], failures: int,
+           exc: Exception) -> str:
+    """A follow-up that failed: retried with backoff (TVMREPRO_GITHUB_RETRY_BACKOFF_S, doubled
+    after each try; logged among the bot's actions), FAILURE_TRIES times in all; then given
+    up, which is logged too (the next event or finished job of the issue asks again)."""
+    repo, number = issue
+    store = client.store
+    what = f"{type(exc).__name__}: {exc}"[:500]
+    tries = failures + 1
+    if tries >= FAILURE_TRIES:
+        log.error("follow-up of %s#%d gave up after %d tries: %s", repo, number, tries, what)
+        store.log_action(repo, number, "gave up", f"the follow-up failed {tries} times; "
+                         f"the last: {what}")
+        return f"gave up: {what}"
+    delay = client.settings.github_retry_backoff_s * 2 ** failures
+    log.warning("follow-up of %s#%d failed (%s): retried in %.0f s", repo, number, what, delay)
+    store.log_action(repo, number, "retry", f"the follow-up failed ({what}): try {tries + 1} "
+                     f"of {FAILURE_TRIES} in {delay:.0f} s")
+    raise task.retry(countdown=delay, kwargs={"failures": tries},
+                     max_retries=MAX_DEFERRALS + FAILURE_TRIES) from exc
 
 
 def after_run(app: Celery, store: Store, job_id: str) -> None:

@@ -37,12 +37,18 @@ def issue_event(action: str, number: int, title: str, body: str,
 
 
 def comment_event(number: int, body: str, login: str, association: str,
-                  author: str = "reporter-one") -> dict[str, Any]:
-    """An `issue_comment` delivery: `login` (of `association`) comments on issue `number`."""
-    payload = copy.deepcopy(recorded("issue_comment.created"))
+                  author: str = "reporter-one", before: str | None = None,
+                  comment: int | None = None) -> dict[str, Any]:
+    """An `issue_comment` delivery: `login` (of `association`) comments on issue `number`
+    (edits comment id `comment`, whose body was `before`, where `before` is given)."""
+    action = "created" if before is None else "edited"
+    payload = copy.deepcopy(recorded(f"issue_comment.{action}"))
     payload["issue"].update(number=number, html_url=f"https://github.com/apache/tvm/issues/{number}")
     payload["issue"]["user"]["login"] = author
-    payload["comment"].update(body=body, author_association=association)
+    payload["comment"].update(body=body, author_association=association,
+                              id=comment or uuid.uuid4().int % 10 ** 10)
+    if before is not None:
+        payload["changes"] = {"body": {"from": before}}
     payload["comment"]["user"]["login"] = login
     payload["sender"]["login"] = login
     return payload

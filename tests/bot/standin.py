@@ -20,10 +20,13 @@ import jwt
 
 from tests.service.stack import free_port
 
+BOT_LOGIN = "tvm-repro[bot]"  # the App's user: every comment made through the stand-in is its
 ISSUE = r"/repos/(?P<repo>[\w.-]+/[\w.-]+)/issues/(?P<number>\d+)"
 ROUTES = [
     ("POST", re.compile(r"/app/installations/(?P<installation>\d+)/access_tokens"), "token"),
     ("POST", re.compile(ISSUE + "/comments"), "comment"),
+    ("GET", re.compile(ISSUE + r"/comments\?per_page=(?P<per_page>\d+)&page=(?P<page>\d+)"),
+     "comments"),
     ("PATCH", re.compile(r"/repos/(?P<repo>[\w.-]+/[\w.-]+)/issues/comments/(?P<id>\d+)"), "edit"),
     ("POST", re.compile(ISSUE + "/labels"), "label"),
     ("DELETE", re.compile(ISSUE + "/labels/(?P<name>[^/]+)"), "unlabel"),
@@ -65,6 +68,10 @@ class GitHubStandIn:
         self.recorded = Recorded()
         self.lock = threading.Lock()
         self.limits: list[dict[str, str]] = []  # the next answers' rate-limit headers
+        # The next faults: (status, made, where) answers the next call whose "METHOD path"
+        # holds `where` with `status` (a 5xx; 0: a 200 whose page is not JSON), the call done
+        # first where `made`.
+        self.faults: list[tuple[int, bool, str]] = []
         self.next_id = 900_000_001
         stand_in = self
 
@@ -75,7 +82,7 @@ class GitHubStandIn:
             def do_POST(self) -> None:
                 stand_in.answer(self)
 
-            do_PATCH = do_DELETE = do_POST
+            do_PATCH = do_DELETE = do_GET = do_POST
 
         self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
@@ -99,15 +106,38 @@ class GitHubStandIn:
                                    {"x-ratelimit-remaining": "0",
                                     "x-ratelimit-reset": str(int(time.time()) + retry_after)})
 
+    def fail_next(self, count: int, where: str, status: int = 502, made: bool = False) -> None:
+        """Answer the next `count` calls whose "METHOD path" holds `where` (past any rate
+        limit) with GitHub's fault `status`; `made`: the call is done all the same (a comment
+        made, its answer lost); status 0: a 200 whose body is a proxy's HTML page, not JSON."""
+        with self.lock:
+            self.faults += [(status, made, where)] * count
+
+    def fault(self, method: str, path: str) -> tuple[int, bool, str] | None:
+        """The fault the call gets, taken off the list (None: none)."""
+        with self.lock:
+            if self.limits:
+                return None
+            found = next((f for f in self.faults if f[2] in f"{method} {path}"), None)
+            if found is not None:
+                self.faults.remove(found)
+            return found
+
     def answer(self, request: BaseHTTPRequestHandler) -> None:
         """One call: checked, recorded, answered."""
         length = int(request.headers.get("Content-Length") or 0)
         body = json.loads(request.rfile.read(length) or b"null")
-        status, data, headers = self.route(request.command, request.path, body,
-                                           request.headers.get("Authorization", ""))
+        fault = self.fault(request.command, request.path)
+        status, data, headers = (500, None, {}) if fault and not fault[1] else self.route(
+            request.command, request.path, body, request.headers.get("Authorization", ""))
+        if fault:
+            status, data = fault[0] or 200, {"message": "Server Error"}
         with self.lock:
             self.recorded.calls.append((request.command, request.path, status))
         payload = json.dumps(data).encode() if data is not None else b""
+        if fault and not fault[0]:
+            payload, headers = b"<html><body>Unicorn!</body></html>", {
+                "content-type": "text/html"}
         request.send_response(status)
         for name, value in {"content-type": "application/json; charset=utf-8",
                             "x-ratelimit-limit": "5000", "x-ratelimit-remaining": "4999",
@@ -159,6 +189,14 @@ class GitHubStandIn:
         return 201, {"id": self.next_id, "body": body["body"],
                      "html_url": f"https://github.com/{match['repo']}/issues/{number}"
                                  f"#issuecomment-{self.next_id}"}, {}
+
+    def on_comments(self, match: dict[str, str], body: Any) -> tuple[int, Any, dict[str, str]]:
+        number, size = int(match["number"]), int(match["per_page"])
+        found = [c for c in self.recorded.comments.values()
+                 if c.repo == match["repo"] and c.number == number]
+        start = (int(match["page"]) - 1) * size
+        return 200, [{"id": c.id, "body": c.body, "user": {"login": BOT_LOGIN, "type": "Bot"}}
+                     for c in found[start:start + size]], {}
 
     def on_edit(self, match: dict[str, str], body: Any) -> tuple[int, Any, dict[str, str]]:
         comment = self.recorded.comments.get(int(match["id"]))

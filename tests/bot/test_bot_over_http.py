@@ -1,15 +1,19 @@
-"""The GitHub bot through a real service: the API (gunicorn) and a Celery worker serving the
-default releases (real TVM), the embedded store and broker, and GitHubStandIn for GitHub's REST
-endpoints (an App's installation token asked with a real JWT). Deliveries are recorded payloads
-(tests/cases/github), signed with real HMAC-SHA256.
+"""The GitHub bot through a real service: the API (gunicorn) and a Celery worker serving two of
+the default releases (real TVM), the embedded store and broker, and GitHubStandIn for GitHub's
+REST endpoints (an App's installation token asked with a real JWT). Deliveries are recorded
+payloads (tests/cases/github), signed with real HMAC-SHA256.
 
-An opened issue gets one comment whose matrix is what a triage of the same report gives (and
-what plain TVM measured: tests/tracker/corpus); an edit edits that comment; commands from a
-maintainer run, from anyone else are refused politely; a script that prints Markdown, mentions
-and instructions changes no label and shows nothing outside code; a report with no code gets a
-short comment saying so, through GitHub's rate limits; a flood of six reports of three
-signatures gets three tracking comments; two passing checks ask for a confirmation, and only a
-maintainer's command closes.
+The tracker corpus's export (tests/tracker/corpus), every report delivered as an opened issue,
+gets one comment each whose verdict and matrix (status, stage, signature on each release) are
+what a triage of the same export gives (served whole from the cache the bot's checks filled),
+and what plain TVM measured; an edit edits that comment; commands from a maintainer run, from
+anyone else are refused politely, and a command edited into a comment runs once however often
+the edit is delivered; a follow-up that fails (GitHub's 5xx, or an answer it cannot read) is
+retried with backoff, a bounded number of times, logged, and posts no second comment; a script
+that prints Markdown, mentions and instructions changes no label and shows nothing outside code;
+a report with no code gets a short comment saying so, through GitHub's rate limits; a flood of
+thirty reports of three signatures gets three tracking comments; two passing checks ask for a
+confirmation, and only a maintainer's command closes.
 """
 
 from __future__ import annotations
@@ -29,12 +33,15 @@ from tests.bot.payloads import WEBHOOK, comment_event, encoded, headers, issue_e
 from tests.bot.standin import Comment, GitHubStandIn
 from tests.service.stack import Stack, dump, make_home
 from tests.tracker.conftest import CORPUS
-from tvmrepro.bot.render import CONFIRM_MARK, STATUS_MARK, TRACKING_MARK
+from tvmrepro.bot.render import CONFIRM_MARK, HEADLINES, STATUS_MARK, TRACKING_MARK
 from tvmrepro.environments import Environment, default_catalog
+from tvmrepro.jobs.tracker.known import result_bug_signature
 from tvmrepro.settings import Settings
 
 pytestmark = [pytest.mark.tvm, pytest.mark.timeout(900)]
-DEFAULT = [env.id for env in default_catalog().spanning("cpu")]
+# Two of the default releases, as the corpus's tests run it on two (tests/tracker): the bot's
+# checks are on the default releases that live workers serve, these.
+SERVED = [env.id for env in default_catalog().spanning("cpu")][-2:]
 APP_ID = "1034567"
 MAINTAINER_TOKEN = "the-maintainer-token-of-the-bot-tests"
 WAIT_S = 240.0
@@ -56,10 +63,10 @@ def fenced(script: str) -> str:
 
 @pytest.fixture(scope="module")
 def default_envs(settings: Settings) -> list[Environment]:
-    """The default releases, provisioned (the bot's checks run on them)."""
+    """The default releases the worker serves, provisioned (the bot's checks run on them)."""
     from worker.environments.provision import provision
 
-    envs = default_catalog().spanning("cpu")
+    envs = [default_catalog().get(env_id) for env_id in SERVED]
     for env in envs:
         provision(settings, env)
     return envs
@@ -98,11 +105,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory, test_home: Path,
                         TVMREPRO_GITHUB_WEBHOOK_SECRET=SECRET, TVMREPRO_GITHUB_API_URL=github.url,
                         TVMREPRO_GITHUB_APP_ID=APP_ID, TVMREPRO_GITHUB_PRIVATE_KEY=str(app_key[0]),
                         TVMREPRO_MAINTAINER_TOKEN=MAINTAINER_TOKEN,
-                        TVMREPRO_WORKER_CONCURRENCY="2")
+                        TVMREPRO_WORKER_CONCURRENCY="2", TVMREPRO_GITHUB_RETRY_BACKOFF_S="1")
         running.configure(TVMREPRO_PUBLIC_URL=running.url)
         try:
             running.start_api()
-            running.start_worker(*DEFAULT)
+            running.start_worker(*SERVED)
             yield running
         finally:
             running.close()
@@ -168,30 +175,86 @@ def prose(markdown: str) -> str:
     return "\n".join(kept)
 
 
-def corpus_issue(number: int) -> dict[str, Any]:
-    """One issue of the tracker corpus, as its export has it."""
+def corpus_issues() -> list[dict[str, Any]]:
+    """The tracker corpus's export, in its order."""
     issues: list[dict[str, Any]] = json.loads((CORPUS / "issues.json").read_text())
-    return next(issue for issue in issues if issue["number"] == number)
+    return issues
 
 
-def test_an_opened_issue_gets_one_comment_with_the_triage_matrix(
+def unspan(cell: str) -> str | None:
+    """The text of a table cell's code span (None: an empty cell)."""
+    cell = cell.strip().replace("\\|", "|")
+    if not cell:
+        return None
+    ticks = re.match(r"`+", cell)
+    assert ticks and cell.endswith(ticks.group(0)), cell
+    inner = cell[len(ticks.group(0)):-len(ticks.group(0))]
+    return inner[1:-1] if inner.startswith(" ") and inner.endswith(" ") and inner.strip() else inner
+
+
+def rows_of(body: str) -> dict[str, tuple[str | None, ...]]:
+    """A comment's matrix: release -> (status, stage, signature), as the cells show them."""
+    found = {}
+    for line in body.splitlines():
+        if line.startswith("| `tvm-"):
+            cells = [unspan(cell) for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
+            found[str(cells[0])] = tuple(cells[1:])
+    return found
+
+
+def triage_rows(stack: Stack, run_job: str) -> dict[str, tuple[str | None, ...]]:
+    """What a triage's run job says on each release: status, stage, signature (whose head is
+    the error's kind: its class, or the crash's signal)."""
+    runs = stack.http.get(f"/api/v1/jobs/{run_job}").json()["runs"]
+    found = {}
+    for run in runs:
+        result = run["result"]
+        kind = result.get("error_type") or result.get("signal")
+        signature = result_bug_signature(result)
+        assert (signature is None) == (kind is None) or result["status"] == "ok", result
+        assert kind is None or kind in str(signature), result
+        found[run["environment"]] = (result["status"], result.get("stage"), signature)
+    return found
+
+
+def verdict_words(line: dict[str, Any]) -> str:
+    """How a comment says a triage line's verdict."""
+    return HEADLINES[line["verdict"]] + (f" in `{line['since']}`" if line["since"] else "")
+
+
+def test_the_tracker_export_gets_triage_s_verdicts_one_comment_each(
         stack: Stack, github: GitHubStandIn) -> None:
-    issue = corpus_issue(20200)  # fails on 0.25 and 0.26, fixed in 0.27 (plain TVM measured)
-    taken = deliver(stack, "issues", issue_event("opened", 20200, issue["title"], issue["body"]))
-    assert taken["outcome"].startswith("checking #20200"), taken
-    comment = until(answered(github, 20200, "this report is fixed"), "#20200's comment", stack)
-    # What a triage of the same report gives, on the same releases.
-    triage = stack.submit({"kind": "triage", "reports": [issue], "wait": False})
-    line = stack.wait(triage["id"])["triage"]["reports"][0]
-    assert matrix_of(comment.body) == line["statuses"], comment.body
-    assert list(matrix_of(comment.body)) == DEFAULT
-    expected = json.loads((CORPUS / "EXPECTED.json").read_text())["reports"]["20200"]
-    for env in set(DEFAULT) & set(expected):
-        assert matrix_of(comment.body)[env] == expected[env]["status"], env
-    assert "fixed in `tvm-0.27.0.post1-cpu`" in comment.body
+    issues = corpus_issues()
+    for issue in issues:
+        taken = deliver(stack, "issues", issue_event("opened", issue["number"], issue["title"],
+                                                     issue["body"]))
+        assert taken["outcome"].startswith(f"checking #{issue['number']}"), taken
+    until(lambda: all(marked(github, issue["number"], TRACKING_MARK) for issue in issues),
+          "every report's comment", stack)
+    # What `triage` gives for the same export, on the same releases: every run from the cache
+    # the bot's checks filled.
+    done = stack.wait(stack.submit({"kind": "triage", "reports": issues, "wait": False})["id"])
+    answer = done["triage"]
+    assert done["environments"] == SERVED and done["cached_runs"] == answer["progress"]["runs"]
+    assert [line["number"] for line in answer["reports"]] == [i["number"] for i in issues]
+    expected = json.loads((CORPUS / "EXPECTED.json").read_text())["reports"]
+    for line, run_job in zip(answer["reports"], answer["jobs"], strict=True):
+        number = line["number"]
+        (comment,) = github.comments_on(number)
+        assert comment.body.startswith(TRACKING_MARK), comment.body
+        if line["verdict"] == "no_code":
+            assert f"could not run this report: `{line['no_code']}`" in comment.body, number
+            assert run_job is None and not rows_of(comment.body)
+            continue
+        assert verdict_words(line) in comment.body, (number, comment.body)
+        cells = rows_of(comment.body)
+        assert cells == triage_rows(stack, run_job), (number, comment.body)
+        assert {env: cell[0] for env, cell in cells.items()} == line["statuses"], number
+        assert {env: cell[0] for env, cell in cells.items()} == {
+            env: expected[str(number)][env]["status"] for env in SERVED}, number
     assert github.labels_of(20200) == {"fixed-on-0.27.0.post1"}
-    assert len(github.comments_on(20200)) == 1
-    assert "```python" in comment.body and f"{stack.url}/jobs/" in comment.body
+    (fixed,) = github.comments_on(20200)
+    assert "```python" in fixed.body and f"{stack.url}/jobs/" in fixed.body
 
 
 def test_an_edit_updates_the_same_comment(stack: Stack, github: GitHubStandIn) -> None:
@@ -207,7 +270,7 @@ def test_an_edit_updates_the_same_comment(stack: Stack, github: GitHubStandIn) -
     assert len(github.comments_on(20200)) == 1
     assert "**Failing again:** it fails again on tvm-0.27.0.post1-cpu" in comment.body
     assert set(matrix_of(comment.body).values()) == {"error"}
-    assert github.labels_of(20200) == {"reproduces-on-latest"}
+    until(lambda: github.labels_of(20200) == {"reproduces-on-latest"}, "its labels", stack)
 
 
 def status_line(github: GitHubStandIn, number: int, *words: str) -> Callable[[], str | None]:
@@ -258,6 +321,73 @@ def test_commands_from_a_maintainer_run_and_from_others_are_refused(
     assert len(marked(github, 20200, STATUS_MARK)) == 1
     assert len(marked(github, 20200, TRACKING_MARK)) == 1
     assert 20200 not in github.recorded.states  # the fenced `close` was no command
+
+
+def test_a_command_edited_into_a_comment_runs_once(stack: Stack, github: GitHubStandIn) -> None:
+    first = "Thanks for the report, looking."
+    assert deliver(stack, "issue_comment", comment_event(20192, first, *MAINTAINER,
+                                                         comment=7001))["outcome"] == "no command"
+    edit = comment_event(20192, f"{first}\n@tvm-repro run 0.26.0\n", *MAINTAINER, before=first,
+                         comment=7001)
+    assert deliver(stack, "issue_comment", edit)["outcome"].count("run:") == 1
+    # GitHub's "Redeliver" sends the same edit under a new delivery id: taken, not acted on.
+    assert "did not take before" in deliver(stack, "issue_comment", edit)["outcome"]
+    run = until(status_line(github, 20192, "`run 0.26.0`", "done:"), "the edited run", stack)
+    assert "`error` on `tvm-0.26.0-cpu`" in run, run
+    # Someone else's edit asks what only the allowed may: refused politely, once.
+    other = comment_event(20192, "me too\n@tvm-repro bisect\n", "passer-by", "NONE",
+                          before="me too", comment=7002)
+    deliver(stack, "issue_comment", other)
+    assert "did not take before" in deliver(stack, "issue_comment", other)["outcome"]
+    refusal = until(status_line(github, 20192, "@passer-by", "not taken"), "the refusal", stack)
+    assert "Thank you for asking" in refusal and "/jobs/" not in refusal
+    (status,) = marked(github, 20192, STATUS_MARK)
+    assert status.body.count("`run 0.26.0`") == 1 and status.body.count("@passer-by") == 1
+    assert len(marked(github, 20192, TRACKING_MARK)) == 1
+
+
+def bot_actions(stack: Stack, number: int, action: str) -> list[dict[str, Any]]:
+    """The bot's actions of one kind on an issue, newest first."""
+    found = stack.http.get("/api/v1/github/actions", params={"limit": 500}).json()["actions"]
+    return [a for a in found if a["number"] == number and a["action"] == action]
+
+
+def test_a_post_that_failed_after_it_was_made_is_retried_and_not_made_twice(
+        stack: Stack, github: GitHubStandIn) -> None:
+    # GitHub makes the comment, then answers 502: the retry finds it and edits it.
+    github.fail_next(1, "POST /repos/apache/tvm/issues/31003/comments", 502, made=True)
+    script = "import tvm\nraise ValueError('answered once through a 502')\n"
+    deliver(stack, "issues", issue_event("opened", 31003, "[Bug] a 502", fenced(script)))
+    until(lambda: github.labels_of(31003) == {"reproduces-on-latest"}, "the follow-up", stack)
+    (retry,) = bot_actions(stack, 31003, "retry")
+    assert "GitHubBroken" in retry["detail"] and "try 2 of 4 in 1 s" in retry["detail"], retry
+    assert bot_actions(stack, 31003, "look for a comment")
+    (comment,) = github.comments_on(31003)
+    assert comment.body.startswith(TRACKING_MARK) and "reproduces" in comment.body
+
+
+def test_a_follow_up_that_keeps_failing_gives_up_after_four_tries(
+        stack: Stack, github: GitHubStandIn) -> None:
+    # A proxy answers every post with a page that is not JSON: the follow-up raises.
+    where = "POST /repos/apache/tvm/issues/31004/comments"
+    github.fail_next(1000, where, 0)
+    script = "import tvm\nraise ValueError('answered after the proxy mends')\n"
+    deliver(stack, "issues", issue_event("opened", 31004, "[Bug] a proxy", fenced(script)))
+    (gave_up, *_) = until(lambda: bot_actions(stack, 31004, "gave up"), "giving up", stack)
+    assert not github.comments_on(31004)
+    with github.lock:
+        github.faults.clear()  # mended
+    assert "failed 4 times" in gave_up["detail"] and "TypeError" in gave_up["detail"], gave_up
+    # Each follow-up asked (two runs finishing at once may each ask one) tries 4 times.
+    tries = [re.search(r"try (\d) of 4 in (\d+) s", a["detail"]).groups()  # type: ignore[union-attr]
+             for a in bot_actions(stack, 31004, "retry")]
+    assert ("4", "4") in tries and set(tries) <= {("2", "1"), ("3", "2"), ("4", "4")}, tries
+    page = stack.http.get("/github").text
+    assert "gave up" in page and "apache/tvm#31004" in page
+    # The issue's next event asks again: one comment.
+    deliver(stack, "issues", issue_event("edited", 31004, "[Bug] a proxy, mended", fenced(script)))
+    until(answered(github, 31004, "reproduces"), "the answer", stack)
+    assert len(github.comments_on(31004)) == 1
 
 
 def test_a_script_printing_markdown_and_instructions_changes_no_label(

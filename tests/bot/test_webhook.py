@@ -97,3 +97,28 @@ def test_without_a_secret_the_webhook_is_not_there(tmp_path: Path) -> None:
 def test_a_sweep_is_the_maintainers(bot_app: Flask) -> None:
     client = bot_app.test_client()
     assert client.post("/api/v1/github/sweep").status_code == 403
+
+
+def test_a_command_edited_into_a_comment_is_taken_once(bot_app: Flask, tmp_path: Path) -> None:
+    """An edit asks only the commands it adds; GitHub's redelivery of it (a new delivery id)
+    asks nothing again."""
+    from tvmrepro.store import Store
+
+    client = bot_app.test_client()
+
+    def send(body: str, before: str | None = None) -> object:
+        payload = encoded(comment_event(20200, body, "maintainer-one", "MEMBER", before=before,
+                                        comment=2512345678))
+        status, answer = deliver(client, "issue_comment", payload,
+                                 headers("issue_comment", payload))
+        assert status == 202, answer
+        return answer["outcome"]
+
+    assert send("Same here.") == "no command"
+    dup = "Same here.\n@tvm-repro dup #17348\n"
+    assert send(dup, before="Same here.") == "dup: noted: a duplicate of #17348"
+    assert send(dup, before="Same here.") == "no command it did not take before"
+    assert send(f"{dup}@tvm-repro undup\n", before=dup) == "undup: noted: not a duplicate"
+    store = Store(Settings.from_env({"TVMREPRO_HOME": str(tmp_path)}).store_url)
+    found = store.bot_issue("apache/tvm", 20200)
+    assert found and [c["name"] for c in found[0]["commands"]] == ["dup", "undup"]

@@ -78,8 +78,11 @@ class GitHubClient:
     blocked_until: float = 0.0
 
     def call(self, method: str, path: str, issue: Issue, action: str,
-             body: dict[str, Any] | None = None) -> Any:
-        """One call; its decoded answer. HTTPException for an answer GitHub refused."""
+             body: dict[str, Any] | None = None, once: bool = False) -> Any:
+        """One call; its decoded answer. HTTPException for an answer GitHub refused. A call
+        that is not safe to repeat (`once`: a new comment, which GitHub may have made before
+        failing) is not made again here after a fault: the fault is raised, and the follow-up
+        that retries looks for what it left first."""
         headers = self.headers(issue)
         for attempt in range(TRIES):
             self.wait(issue, action)
@@ -87,13 +90,15 @@ class GitHubClient:
                 response = self.http.request(method, self.url(path), headers=headers, json=body)
             except httpx.TransportError as exc:
                 self.store.log_action(issue.repo, issue.number, action, f"{method} {path}: {exc}")
+                if once:
+                    raise
                 time.sleep(BACKOFF_S * 2 ** attempt)
                 continue
             delay = retry_delay(response)
             if delay is not None:
                 self.limited(issue, action, delay, response.status_code)
                 continue
-            if response.status_code >= 500 and attempt < TRIES - 1:
+            if response.status_code >= 500 and attempt < TRIES - 1 and not once:
                 self.store.log_action(issue.repo, issue.number, action, f"{method} {path}: "
                                       "GitHub failed; retried", response.status_code)
                 time.sleep(BACKOFF_S * 2 ** attempt)

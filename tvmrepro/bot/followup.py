@@ -31,6 +31,7 @@ from tvmrepro.store import Store
 
 LEASE_S = 300.0  # past a follow-up's longest (its rate-limit waits are bounded and short)
 BUSY_RETRY_S = 2.0
+MAX_COMMENT_PAGES = 10  # of 100 comments: where a failed post's comment is looked for
 
 
 @dataclass
@@ -150,19 +151,51 @@ def answer_report(ctx: FollowUp, now: Current) -> None:
 
 def post_or_edit(ctx: FollowUp, now: Current, comment: int | None, body: str,
                  what: str) -> int:
-    """Edit the comment, or post it where there is none (or it was deleted); its id."""
-    repo = now.inbox.repo
-    if comment is not None:
-        try:
-            ctx.client.call("PATCH", f"/repos/{repo}/issues/comments/{comment}", now.issue,
-                            f"edit {what}", {"body": body})
-            return comment
-        except BadRequest as exc:
-            if exc.status_code != 404:
-                raise
+    """Edit the comment, or post it where there is none (or it was deleted); its id. A post
+    is marked before it is made and the mark taken off with the id it gave (saved by the
+    caller): a post that failed, and may have made the comment anyway, is found by its mark on
+    the issue and edited, never posted twice."""
+    mark = body.split("\n", 1)[0]
+    if comment is None and mark in now.state.posting:
+        comment = own_comment(ctx, now, mark)
+    if comment is not None and edited(ctx, now, comment, body, what):
+        now.state = now.state.model_copy(update={
+            "posting": [m for m in now.state.posting if m != mark]})
+        return comment
+    save(ctx, now, posting=[*dict.fromkeys([*now.state.posting, mark])])
     data = ctx.client.call("POST", f"{now.path}/comments", now.issue, f"comment {what}",
-                           {"body": body})
+                           {"body": body}, once=True)
+    now.state = now.state.model_copy(update={
+        "posting": [m for m in now.state.posting if m != mark]})
     return int(data["id"])
+
+
+def edited(ctx: FollowUp, now: Current, comment: int, body: str, what: str) -> bool:
+    """Edit a comment of the bot's; False where it is gone (deleted)."""
+    try:
+        ctx.client.call("PATCH", f"/repos/{now.inbox.repo}/issues/comments/{comment}",
+                        now.issue, f"edit {what}", {"body": body})
+    except BadRequest as exc:
+        if exc.status_code != 404:
+            raise
+        return False
+    return True
+
+
+def own_comment(ctx: FollowUp, now: Current, mark: str) -> int | None:
+    """The newest comment of the bot's on the issue that starts with `mark` (None: none)."""
+    bot = ctx.settings.github_bot_name.lower()
+    found = None
+    for page in range(1, MAX_COMMENT_PAGES + 1):
+        comments = ctx.client.call("GET", f"{now.path}/comments?per_page=100&page={page}",
+                                   now.issue, "look for a comment")
+        for comment in comments if isinstance(comments, list) else []:
+            login = str((comment.get("user") or {}).get("login") or "").lower()
+            if login in (bot, f"{bot}[bot]") and str(comment.get("body") or "").startswith(mark):
+                found = int(comment["id"])
+        if not isinstance(comments, list) or len(comments) < 100:
+            break
+    return found
 
 
 def set_labels(ctx: FollowUp, now: Current) -> None:

@@ -23,6 +23,7 @@ from tvmrepro.settings import MAX_ISSUE_NUMBER, Settings
 from tvmrepro.store import QueueFull, Store
 
 REFUSED_AT_ONCE = (BadInput, QueueFull, NotServed, ValueError)
+MAX_TAKEN_COMMENTS = 100  # per issue: the comments whose commands the inbox remembers
 
 
 @dataclass
@@ -170,9 +171,11 @@ def check(desk: Desk, inbox: Inbox, environments: list[str] | None = None) -> st
 
 
 def on_comment(desk: Desk, payload: dict[str, Any], action: str) -> str:
-    """A comment: the commands it asks of the bot, each answered in the status comment."""
+    """A comment created or edited: the commands it asks of the bot that were not taken from
+    it before (an edit that adds one, not a redelivery of it), each answered in the status
+    comment."""
     repo = _repo(desk, payload)
-    if action != "created" or repo is None:
+    if action not in ("created", "edited") or repo is None:
         return "issue_comment: nothing to do"
     if field(payload, "issue", dict).get("pull_request"):
         return "a pull request's comment"
@@ -184,10 +187,54 @@ def on_comment(desk: Desk, payload: dict[str, Any], action: str) -> str:
     if not asked:
         return "no command"
     inbox = take_issue(desk, repo, payload, body=False)
+    before = asked_in(old_body(payload), bot) if action == "edited" else []
+    inbox, fresh = claim(desk, inbox, str(field(payload, "comment.id", int)), asked, before)
+    if not fresh:
+        return "no command it did not take before"
     association = str(payload["comment"].get("author_association") or "NONE")
-    done = [ask(desk, inbox, one, login, association) for one in asked]
+    done = [ask(desk, inbox, one, login, association) for one in fresh]
     desk.follow(repo, inbox.number)
     return "; ".join(done)
+
+
+def old_body(payload: dict[str, Any]) -> str:
+    """An edited comment's body before the edit (`changes.body.from`; empty where not told)."""
+    changes = payload.get("changes")
+    body = changes.get("body") if isinstance(changes, dict) else None
+    before = body.get("from") if isinstance(body, dict) else None
+    return before if isinstance(before, str) else ""
+
+
+def command_key(asked: Asked) -> str:
+    """A command as the inbox remembers it was taken from a comment."""
+    return " ".join([asked.name, *asked.args])
+
+
+def claim(desk: Desk, inbox: Inbox, comment: str, asked: list[Asked],
+          before: list[Asked]) -> tuple[Inbox, list[Asked]]:
+    """The commands of a comment not taken from it before, marked taken in the same
+    transaction (two deliveries of one edit take each command once). A comment the bot has no
+    record of takes its edit's old body as taken (its commands were answered when it was
+    made)."""
+    fresh: list[Asked] = []
+
+    def change(old: dict[str, Any] | None) -> dict[str, Any]:
+        now = Inbox.model_validate(old) if old else inbox
+        seen = list(now.taken.get(comment, [command_key(one) for one in before]))
+        fresh.clear()
+        for one in asked:
+            if command_key(one) in seen:
+                seen.remove(command_key(one))
+            else:
+                fresh.append(one)
+        kept = [*now.taken.get(comment, [command_key(one) for one in before]),
+                *[command_key(one) for one in fresh]]
+        taken = {key: value for key, value in now.taken.items() if key != comment}
+        taken = dict(list(taken.items())[-(MAX_TAKEN_COMMENTS - 1):]) | {comment: kept}
+        return now.model_copy(update={"taken": taken}).model_dump(mode="json")
+
+    found = Inbox.model_validate(desk.store.update_bot_inbox(inbox.repo, inbox.number, change))
+    return found, fresh
 
 
 def ask(desk: Desk, inbox: Inbox, asked: Asked, login: str, association: str) -> str:

@@ -112,11 +112,13 @@ def error_body(error: str) -> str:
 
 
 def follower_body(leader: int, leader_comment: int | None, check: Check, tracker: str) -> str:
-    """A report of a flood: the group's first report answers it."""
+    """A report of a flood: its own verdict and matrix (each report gets its answer), the rest
+    (duplicates, reproducer, the group) in the comment of the group's first report."""
     return "\n".join([
-        TRACKING_MARK, f"tvm-repro: this report fails with the signature "
+        TRACKING_MARK, f"tvm-repro: this report {headline(check)}, with the signature "
         f"{code_span(check.signature or '')}, as {comment_link(tracker, leader, leader_comment)} "
-        "reported within the flood window: the group is answered there.", ""])
+        "reported within the flood window: the group is answered there.", "",
+        *matrix(check), ""])
 
 
 def confirm_body(inbox: Inbox, state: BotState, needed: int, public_url: str, bot: str) -> str:

@@ -46,6 +46,9 @@ class Inbox(BaseModel):
     checks: list[str] = Field(default_factory=list)  # check triages, oldest first
     check_error: str | None = None  # why the last check could not be submitted
     commands: list[Command] = Field(default_factory=list)
+    # Per comment id, the commands taken from it ("run 0.26.0"): an edit of the comment asks
+    # only what it adds, a redelivery nothing.
+    taken: dict[str, list[str]] = Field(default_factory=dict)
     duplicate_of: int | None = None
     duplicate_by: str | None = None
     not_duplicate: bool = False
@@ -96,6 +99,9 @@ class BotState(BaseModel):
     status_body: str | None = None
     confirm_body: str | None = None
     labels: list[str] = Field(default_factory=list)  # the labels the bot set and keeps
+    # The marks of comments being posted (a POST whose answer was not seen yet): a follow-up
+    # that finds one looks on the issue for the comment a failed POST may have made.
+    posting: list[str] = Field(default_factory=list)
     leader: int | None = None  # the flood's first report, where it is another
     closed: bool = False
 
