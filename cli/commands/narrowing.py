@@ -224,6 +224,8 @@ def reduce_command(case_file: Path, env_id: str, variant_name: str | None, oracl
     module and passes of the step where it fails, extracted first)."""
     case = load_case_file(case_file)
     env = default_catalog().get(env_id, "--env")
+    if local and graph_reduced(case, env, runtime_name, budget_s, as_json, output):
+        return
     if case.script is not None:
         extraction = extracted(case, env, "chain", local, runtime_name, cold, server)
         if not extraction.reproduces:
@@ -257,3 +259,33 @@ def reduce_command(case_file: Path, env_id: str, variant_name: str | None, oracl
                           f"({found.runs} runs, {found.seconds} s"
                           f"{'' if found.finished else ', budget spent'})", highlight=False)
     click.echo(visible(found.case.source or ""), nl=False)
+
+
+def graph_reduced(case: Case, env: Environment, runtime_name: str, budget_s: int,
+                  as_json: bool, output: Path | None) -> bool:
+    """Reduce an ONNX script's graph where its failure is in `from_onnx` (--local only; see
+    worker/narrowing/onnx_reduce.py): the answer shown and the script written to -o; False
+    where the script is not such a one (it is then extracted and reduced as a module)."""
+    from worker.narrowing.onnx_reduce import NotAnImportFailure, imports_onnx, reduce_graph
+
+    if not imports_onnx(case):
+        return False
+    with local_runtime(runtime_name, [env]) as runtime:
+        try:
+            found = reduce_graph(case, env, runtime, budget_s,
+                                 log=lambda line: error_console().print(shown(line),
+                                                                        highlight=False))
+        except NotAnImportFailure:
+            return False
+    if output is not None:
+        output.write_text(found.script if output.suffix == ".py" else
+                          json.dumps(found.case.model_dump(mode="json"), indent=2) + "\n")
+    if as_json:
+        print_json(found.answer())
+    else:
+        click.echo(visible(found.script), nl=False)
+    if not found.reproduces:
+        error_console().print("[red]the reduced graph's script does not reproduce the "
+                              "script's failure[/red]", highlight=False)
+        raise SystemExit(EXIT_FAILURE)
+    return True

@@ -29,6 +29,7 @@ from .captured import emit_captured
 from .classify import Outcome, classify
 from .events import EventSink
 from .modes import run_module_case, run_script_case
+from .onnx_graph import emit_model
 from .porting import detect, port
 from .relay_era import install as install_removed_module_finder
 from .tracing import Tracer, import_dialects, index_references, pass_path_of, stage_of
@@ -111,6 +112,8 @@ def run(case: dict[str, Any], variant_name: str, sink: EventSink, workdir: Path,
         tracer.install(tvm)
         if script_mode:  # the framework's own answer for an imported model (references.py)
             watched = references.install(tvm, case.get("timeout_s") or 120)
+            if _harness_mode(case) == "onnx_capture":  # the model, for a graph's reduction
+                watched.on_call.append(lambda kind, model: emit_model(sink, kind, model))
         # A layer verdict's path; extract mode lists the pipelines too (a path of its own
         # captures the inputs of a script that never reached its VM).
         if script_mode and (case.get("layer") or _harness_mode(case) in ("layer", "extract")):
@@ -198,6 +201,11 @@ def run_request(request: dict[str, Any], events: str, workdir: str) -> None:
         from .reduce_module import check_sources
 
         check_sources(case, sink, path)
+        os._exit(0)
+    if _harness_mode(case) == "onnx_candidates":  # a graph's edits, imported (onnx_graph.py)
+        from .onnx_graph import judge_candidates
+
+        judge_candidates(case, sink)
         os._exit(0)
     parsed = None
     if _harness_mode(case) == "candidate":  # a reduction's candidate: checked, then maybe run

@@ -97,6 +97,7 @@ class References:
         self.last: Call | None = None
         self.importing = 0  # importers running now: the passes they run are theirs
         self.on_import: list[Any] = []  # called with (importer's name, module) as one returns
+        self.on_call: list[Any] = []  # called with (kind, model) as an importer is called
         self.reference_arrays: Any = None  # the framework's outputs, as arrays
         self.hooked: set[str] = set()
         self.deadline = time.monotonic() + timeout_s - MARGIN_S
@@ -120,6 +121,8 @@ class References:
 
         @functools.wraps(original)
         def importing(*args: Any, **kwargs: Any) -> Any:
+            for listener in references.on_call:  # before it runs: an import that fails too
+                listener(kind, args[0] if args else kwargs.get(argument))
             references.importing += 1
             try:
                 mod = original(*args, **kwargs)
