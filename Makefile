@@ -59,6 +59,7 @@ bench: setup
 	.venv/bin/python bench/triage_vs_bare.py
 	.venv/bin/python bench/service_many_runs.py
 	.venv/bin/python bench/suspect_ranks.py
+	.venv/bin/python bench/slow_clients.py
 
 # Pin the dependencies again, each to its newest allowed version (one package only:
 # --upgrade-package NAME instead of --upgrade): requirements.lock for the service (its image),

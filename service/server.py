@@ -11,16 +11,25 @@ long, then its connection is closed (a body cut short is answered 408 first).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
+import os
+import shutil
 import signal
 import socket
+import subprocess
+import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
+from service.front import FRONT_CLIENT_HEADER
 from service.waiting import STOPPING
 from tvmrepro.settings import Settings
 
@@ -28,6 +37,7 @@ REQUEST_TIMEOUT_S = 60  # a request is short: the work happens in workers
 # How long a stop waits for requests in progress (gunicorn's graceful_timeout, 30 s by default):
 # requests are short and long-polls answer at once when the stop begins (STOPPING).
 GRACEFUL_STOP_S = 3
+PR_SET_PDEATHSIG = 1
 
 
 class ReadTimeout(TimeoutError):
@@ -122,10 +132,11 @@ class Server(BaseApplication):
     """gunicorn running create_app(settings)."""
 
     def __init__(self, settings: Settings, host: str, port: int,
-                 on_stop: Callable[[], None] | None = None) -> None:
-        # The app learns the address it is bound to from its settings (its Host allow-list).
+                 on_stop: Callable[[], None] | None = None, bind: str | None = None) -> None:
+        # The app learns the address it serves from its settings (its Host allow-list), also
+        # where its front listens there and gunicorn on a Unix socket (`bind`).
         self.settings = settings.model_copy(update={"host": host, "port": port})
-        self.host, self.port, self.on_stop = host, port, on_stop
+        self.bind, self.on_stop = bind or f"{host}:{port}", on_stop
         super().__init__()
 
     def when_ready(self, arbiter: Any) -> None:
@@ -142,7 +153,7 @@ class Server(BaseApplication):
     def load_config(self) -> None:
         """Bind address, processes and threads from the settings."""
         options: dict[str, Any] = {
-            "bind": f"{self.host}:{self.port}",
+            "bind": self.bind,
             "workers": self.settings.api_workers,
             "threads": self.settings.api_threads,
             "worker_class": f"{__name__}.ReadTimeoutWorker",  # gthread with a read timeout
@@ -152,6 +163,9 @@ class Server(BaseApplication):
             "errorlog": "-",
             "proc_name": "tvmrepro-api",
             "when_ready": self.when_ready,
+            # gunicornc's socket (at a fixed path in the user's home by default): unused here,
+            # and one more way in to the service's processes.
+            "control_socket_disable": True,
         }
         for key, value in options.items():
             self.cfg.set(key, value)
@@ -174,11 +188,57 @@ def _calling_first(first: Callable[[], None], handler: Callable[..., Any]) -> Ca
 
 def serve(settings: Settings, host: str | None = None, port: int | None = None,
           on_stop: Callable[[], None] | None = None) -> None:
-    """Serve the API until stopped (blocks); `on_stop` is called in the master when a stop
-    signal comes, before gunicorn's own stop."""
+    """Serve the API until stopped (blocks): behind its front (service/front.py) unless the
+    settings turn it off; `on_stop` is called in the master when a stop signal comes, before
+    gunicorn's own stop."""
     # The app's modules are imported once, here in gunicorn's master (nothing happens at their
     # import): each worker forked from it starts with them, not with three seconds of imports of
     # its own, at every start and every restart of a worker.
     import service.app  # noqa: F401
 
-    Server(settings, host or settings.host, port or settings.port, on_stop).run()
+    host, port = host or settings.host, port if port is not None else settings.port
+    if not settings.front:
+        Server(settings, host, port, on_stop).run()
+        return
+    with started_front(settings, host, port) as backend:
+        # gunicorn hears of each client from the front only, in the one header it trusts.
+        behind = settings.model_copy(update={"client_header": FRONT_CLIENT_HEADER})
+        Server(behind, host, port, on_stop, bind=f"unix:{backend}").run()
+
+
+@contextlib.contextmanager
+def started_front(settings: Settings, host: str, port: int) -> Iterator[Path]:
+    """The front listening on host:port (bound here: a port in use is this process's error),
+    in a process of its own that dies with this one; yields gunicorn's socket path."""
+    listener = socket.create_server((host, port), family=_family(host), backlog=1024)
+    private = Path(tempfile.mkdtemp(prefix="tvmrepro-api-"))  # 0700: the socket is the API's
+    backend = private / "api.sock"
+    args = [sys.executable, "-m", "service.front", "--fd", str(listener.fileno()),
+            "--backend", str(backend), "--read-timeout", str(settings.read_timeout_s),
+            "--max-request-bytes", str(settings.max_request_bytes),
+            "--per-client", str(settings.front_client_connections),
+            "--connections", str(settings.front_connections),
+            "--client-header", settings.client_header]
+    owner = os.getpid()
+    front = subprocess.Popen(args, pass_fds=(listener.fileno(),), preexec_fn=_die_with_parent)
+    listener.close()
+    try:
+        yield backend
+    finally:
+        # gunicorn's processes are forked from this one and unwind through here as they exit:
+        # only the process that started the front stops it.
+        if os.getpid() == owner:
+            front.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                front.wait(GRACEFUL_STOP_S)
+            front.kill()
+            shutil.rmtree(private, ignore_errors=True)
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def _die_with_parent() -> None:
+    # The front must not outlive the API even when the API is killed with no chance to stop it.
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)

@@ -76,6 +76,10 @@ API_THREADS = 4
 # How long one request may take to arrive whole (its line, headers and body) once its first
 # byte has: a slow or stalled client holds one of the API's threads at most this long.
 READ_TIMEOUT_S = 10.0
+# The API's front (service/front.py): connections one client (an address, an IPv6 /64) may
+# hold at once, and all clients together.
+FRONT_CLIENT_CONNECTIONS = 64
+FRONT_CONNECTIONS = 4096
 # A run that waits this long for a worker ends as infra_error (Expired): a job for an
 # environment no worker serves does not hold its place in the queue for ever.
 WAIT_EXPIRY_S = 86400.0
@@ -111,6 +115,7 @@ DEFAULT_GITHUB_API_URL = "https://api.github.com"
 DEFAULT_GITHUB_ASSOCIATIONS = "OWNER,MEMBER,COLLABORATOR"
 GITHUB_FIXED_SWEEPS = 2
 GITHUB_FLOOD_WINDOW_S = 86400.0
+GITHUB_RETRY_BACKOFF_S = 30.0  # a failed follow-up's first wait (doubled after each try)
 
 # Settings whose value an error never shows.
 _SECRETS = ("maintainer_token", "github_webhook_secret", "github_token")
@@ -170,6 +175,11 @@ class Settings(BaseModel):
     api_workers: int = Field(default=API_WORKERS, gt=0)
     api_threads: int = Field(default=API_THREADS, gt=0)
     read_timeout_s: float = Field(default=READ_TIMEOUT_S, gt=0)
+    # An event-driven front holds the clients' connections and hands gunicorn whole requests
+    # (service/front.py); off (TVMREPRO_FRONT=0) behind a proxy that does so (compose's nginx).
+    front: bool = True
+    front_client_connections: int = Field(default=FRONT_CLIENT_CONNECTIONS, gt=0)
+    front_connections: int = Field(default=FRONT_CONNECTIONS, gt=0)
     # Host names (comma-separated) the API answers to besides localhost's and the address it
     # is bound to, e.g. "repro.example.org,api"; "*" answers any (behind a proxy that checks).
     allowed_hosts: str = ""
@@ -201,6 +211,7 @@ class Settings(BaseModel):
     github_allowed_associations: str = DEFAULT_GITHUB_ASSOCIATIONS
     github_fixed_sweeps: int = Field(default=GITHUB_FIXED_SWEEPS, gt=0)
     github_flood_window_s: float = Field(default=GITHUB_FLOOD_WINDOW_S, gt=0)
+    github_retry_backoff_s: float = Field(default=GITHUB_RETRY_BACKOFF_S, gt=0)
     # Where the bot's comments link the job pages (this service as the world reaches it).
     public_url: str = DEFAULT_SERVER
 

@@ -1,5 +1,6 @@
 """docker-compose.yml: accepted by Debian's docker-compose 1.29; `up` alone serves the founding
-case (the worker builds the images it lacks), and `down` then `up` keeps every job."""
+case (the worker builds the images it lacks) behind its front (nginx, which holds slow clients
+off the API's threads), and `down` then `up` keeps every job."""
 
 from __future__ import annotations
 
@@ -21,12 +22,14 @@ import yaml
 from cli.commands.service import default_environments
 from tests.conftest import NEW_ENV, REPO, case_path
 from tests.fixtures.docker_engine import (
+    BASE_IMAGE_CACHE,
     SCRIPTS,
     docker_tests_wanted,
     engine_environ,
     filling,
     sandbox_containers,
 )
+from tests.fixtures.slow_clients import siege
 from tests.service.stack import free_port
 from tvmrepro.cases import load_case_file
 from tvmrepro.environments import default_catalog
@@ -42,6 +45,9 @@ from worker.runtimes.docker import JOB_LABEL, OWNER_LABEL
 REDIS_IMAGE = "tvmrepro/stand-in-redis:7"
 POSTGRES_IMAGE = "tvmrepro/stand-in-postgres:16"
 SERVICE_IMAGE = "tvmrepro/service:test"
+FRONT_IMAGE = "tvmrepro/front:test"
+# The stand-in for debian:bookworm-slim with nginx-light (no package mirror in a build here).
+FRONT_BASE_IMAGE = "tvmrepro/stand-in-debian-nginx:bookworm"
 UP_TIMEOUT_S = 180
 # The worker builds the image (offline, from the wheelhouse) before it runs its jobs.
 BUILD_TIMEOUT_S = 900
@@ -73,7 +79,7 @@ def config(*args: str) -> dict[str, Any]:
 def test_compose_file_is_accepted_and_wired() -> None:
     plain, cuda = config(), config("--profile", "cuda")
     services = plain["services"]
-    assert set(services) == {"postgres", "redis", "api", "worker", "worker-cuda"}
+    assert set(services) == {"postgres", "redis", "api", "front", "worker", "worker-cuda"}
     redis_command = " ".join(services["redis"]["command"])
     assert "--appendonly yes" in redis_command and "--maxmemory-policy noeviction" in redis_command
     worker = services["worker"]
@@ -81,6 +87,11 @@ def test_compose_file_is_accepted_and_wired() -> None:
     assert any(v.get("target") == "/var/run/docker.sock" if isinstance(v, dict)
                else ":/var/run/docker.sock" in v for v in worker["volumes"])
     assert "gunicorn" not in services["api"]["command"]  # `tvmrepro serve` runs it
+    # Clients reach the API through nginx only, which names each in X-Real-IP.
+    assert "ports" not in services["api"] and services["front"]["ports"]
+    assert services["api"]["environment"]["TVMREPRO_FRONT"] == "0"
+    assert services["api"]["environment"]["TVMREPRO_CLIENT_HEADER"] == "X-Real-IP"
+    assert services["front"]["depends_on"]["api"]["condition"] == "service_healthy"
     assert services["api"]["environment"]["REDIS_URL"] == "redis://redis:6379/0"
     # The project's network reaches the API by its service name: a Host it answers to.
     assert "api" in services["api"]["environment"]["TVMREPRO_ALLOWED_HOSTS"].split(",")
@@ -148,6 +159,11 @@ def compose_stack(docker_host: str, docker_settings: Settings, docker_client: do
     build_service_image(docker_client, docker_settings, wheels, base_image, tag=SERVICE_IMAGE)
     _stand_in("redis-image", REDIS_IMAGE, base_image, docker_host)
     _stand_in("postgres-image", POSTGRES_IMAGE, base_image, docker_host)
+    made = subprocess.run([str(SCRIPTS / "base-image"), FRONT_BASE_IMAGE,
+                           str(test_home / BASE_IMAGE_CACHE)], capture_output=True, text=True,
+                          env={**engine_environ(docker_host), "BASE_PACKAGES": "nginx-light"},
+                          check=False)
+    assert made.returncode == 0, made.stderr
     _without_images(docker_client)
     port = free_port()
     # What a user's .env would hold here: the two environments, and the offline build's
@@ -157,8 +173,11 @@ def compose_stack(docker_host: str, docker_settings: Settings, docker_client: do
         "TVMREPRO_REDIS_IMAGE": REDIS_IMAGE, "TVMREPRO_POSTGRES_IMAGE": POSTGRES_IMAGE,
         "TVMREPRO_PORT": str(port), "DOCKER_SOCKET": docker_host.removeprefix("unix://"),
         "TVMREPRO_WORKER_ENVS": " ".join(f"--env {env_id}" for env_id in SERVED),
-        "TVMREPRO_WHEELHOUSE_DIR": str(wheelhouse), "TVMREPRO_BASE_IMAGE": base_image})
+        "TVMREPRO_WHEELHOUSE_DIR": str(wheelhouse), "TVMREPRO_BASE_IMAGE": base_image,
+        "TVMREPRO_FRONT_IMAGE": FRONT_IMAGE, "TVMREPRO_FRONT_BASE_IMAGE": FRONT_BASE_IMAGE})
     project.environ["TVMREPRO_TEST_URL"] = f"http://127.0.0.1:{port}"
+    built = project("build", "front")  # the project's own recipe, on the stand-in base
+    assert built.returncode == 0, built.stdout + built.stderr
     try:
         yield project
     finally:
@@ -233,7 +252,10 @@ def test_compose_up_alone_builds_the_images_serves_the_case_and_keeps_jobs(
     catalog = default_catalog()
     assert [current_image(docker_client, catalog.get(e)) for e in SERVED] == [None] * len(SERVED)
     http = _up(compose_stack)
+    assert http.get("/healthz").headers["server"] == "nginx"  # the front answers
     job_id = _submit_while_building(http)
+    seen = siege(compose_stack.environ["TVMREPRO_TEST_URL"], 16, seconds=12.0)
+    assert seen.bad == 0 and seen.reconnects >= 16, seen  # nginx closed each (10 s) and held on
     job = _finished(http, job_id)
     results = _check_founding_results(job)
     served = _environments(http)

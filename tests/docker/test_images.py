@@ -19,7 +19,7 @@ from tvmrepro.lifecycle import harness_digest
 from worker.environments.images import PACKAGES_LABEL, Built, pins_text, wheels_for
 
 DOCKERFILES = ["images/Dockerfile", "images/cuda.Dockerfile", "images/frontends.Dockerfile",
-               "images/service.Dockerfile"]
+               "images/service.Dockerfile", "images/front.Dockerfile"]
 
 
 @pytest.mark.docker

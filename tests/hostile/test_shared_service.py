@@ -6,7 +6,9 @@ the cap; a triage at the cap is read a page at a time, its first screen in under
 eight clients reading it at once leave /healthz answering; one client's flood gets its own 429
 naming its budget while another client is admitted. Shared memory: a known issue that the
 maintainer's triage recorded is neither renamed, relinked nor erased by another client's triage
-of the same issue, and no report links it to another host. Clients are told apart as a reverse
+of the same issue, and no report links it to another host. Connections: 32 slow clients that
+reconnect as soon as they are closed leave /healthz answering within a second (the API's front
+holds them). Clients are told apart as a reverse
 proxy tells the API (TVMREPRO_CLIENT_HEADER); no worker runs (the runs wait, or come from the
 cache of results stored here).
 """
@@ -25,6 +27,8 @@ import pytest
 
 from tests.conftest import NEW_ENV
 from tests.fixtures.ledger import Ledger
+from tests.fixtures.slow_clients import HEALTHY_S as PROBE_S
+from tests.fixtures.slow_clients import siege
 from tests.service.stack import Backend, Stack, make_home
 from tests.tracker.stored_jobs import stored_job
 from tvmrepro.cases import parse_case
@@ -37,6 +41,7 @@ TOKEN = "the-hostile-suites-maintainer-token"
 CLIENT_HEADER = "X-Real-IP"
 BUDGET_RUNS = 5
 READERS = 8
+SLOW_CLIENTS = 32  # four times the API's threads (2 processes x 4)
 HEALTHY_S = 2.0
 FAILING = "import tvm\nraise ValueError('the bug of #777')\n"
 PASSING = "import tvm\nprint('fixed')\n"
@@ -48,7 +53,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory, test_home: Path) -> Iterator
     """An API of its own (no worker) with a maintainer's token, behind a "proxy" header."""
     running = Stack(Backend("embedded"), make_home(tmp_path_factory.mktemp("shared"), test_home),
                     TVMREPRO_MAINTAINER_TOKEN=TOKEN, TVMREPRO_CLIENT_HEADER=CLIENT_HEADER,
-                    TVMREPRO_MAX_SUBMITTER_RUNS=str(BUDGET_RUNS))
+                    TVMREPRO_MAX_SUBMITTER_RUNS=str(BUDGET_RUNS),
+                    # A slow client is closed (and reconnects) within the attack's six seconds.
+                    TVMREPRO_READ_TIMEOUT_S="2")
     running.start_api()
     yield running
     running.close()
@@ -176,3 +183,13 @@ def test_a_known_issue_is_the_maintainers(stack: Stack, ledger: Ledger) -> None:
     got = f"view: {shown}, known: {known_issue(stack)[0][1]}"
     assert ledger.add(WHERE, "a link to another host", "dropped; the tracker's link", got,
                       shown is None and known_issue(stack)[0][1] == TRACKER_LINK), got
+
+
+def test_slow_reconnecting_clients_leave_healthz_answering(stack: Stack, ledger: Ledger) -> None:
+    seen = siege(stack.url, SLOW_CLIENTS, seconds=6.0)  # three read timeouts: each came back
+    got = (f"{seen.bad} of {seen.probes} probes failed or over {PROBE_S:g} s, slowest "
+           f"{seen.slowest:.2f} s; {seen.reconnects} reconnects")
+    assert ledger.add(WHERE, f"{SLOW_CLIENTS} slow clients that reconnect",
+                      f"/healthz within {PROBE_S:g} s", got,
+                      seen.bad == 0 and seen.probes >= 10
+                      and seen.reconnects >= SLOW_CLIENTS), got
