@@ -92,7 +92,8 @@ def load(stack: Stack, case: dict[str, Any], jobs: int, timeout: float, scripted
                             [(OLD_ENV, NEW_ENV)[n // 2 % 2]], bypass_cache=True)
               for n in range(jobs)]
     responses = post_all(stack, bodies)
-    assert [r.status_code for r in responses] == [202] * jobs, [r.text for r in responses]
+    refused = [f"{n}: {r.status_code} {r.text}" for n, r in enumerate(responses) if r.status_code != 202]
+    assert not refused, "\n".join(refused) + "\n" + stack.logs()
     ids = [r.json()["id"] for r in responses]
     assert len(set(ids)) == jobs
     finished = [stack.wait(job_id, timeout=timeout) for job_id in ids]

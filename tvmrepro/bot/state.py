@@ -46,7 +46,7 @@ class Inbox(BaseModel):
     checks: list[str] = Field(default_factory=list)  # check triages, oldest first
     check_error: str | None = None  # why the last check could not be submitted
     commands: list[Command] = Field(default_factory=list)
-    # Per comment id, the commands taken from it ("run 0.26.0"): an edit of the comment asks
+    # Per comment id, the commands taken from it ("run <version>"): an edit of the comment asks
     # only what it adds, a redelivery nothing.
     taken: dict[str, list[str]] = Field(default_factory=dict)
     duplicate_of: int | None = None
