@@ -9,7 +9,8 @@ Side by side, interleaved so that drift hits all alike:
 - command: `tvmrepro bisect CASE --local --oracle signature --json` on that `up`'s home (it
   hands the bisection to the `up` as a job), timed from the command's start to its exit, its
   own start and its polling included: what a user waits for.
-Before each measure the bench waits until the `up`'s processes are idle.
+Before each measure the bench waits until the `up`'s processes are idle. Each ratio is printed
+beside its floor (bench/floor.py).
 
     .venv/bin/python bench/bisect_on_up.py [--repeat 3] [--variant NAME]
 """
@@ -29,6 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.bisect_service import time_bisect  # noqa: E402
 from bench.bisect_vs_bare import cpu_bench  # noqa: E402
+from bench.floor import TreeCpu, with_floor  # noqa: E402
 from bench.service_vs_bare import CASE, TABLE_HEADER, Service, summary, time_bare  # noqa: E402
 from worker.environments.provision import env_python  # noqa: E402
 
@@ -52,6 +54,7 @@ def main() -> None:
     service = Service("bisect-up", settings.envs_dir, ids[0], None, up=True,
                       more_envs=tuple(ids[1:]))
     samples: dict[str, list[float]] = {"bare": [], "job": [], "command": []}
+    cpu: dict[str, list[float]] = {name: [] for name in samples}  # for each ratio's floor
     verdicts = set()
     try:
         for _ in range(2):  # warm-up: every release's pool has served a probe
@@ -59,13 +62,19 @@ def main() -> None:
             time_bisect(service, case, ids, args.variant)
         for _ in range(args.repeat):
             service.settle()
-            samples["bare"].append(time_bare(env_python(settings, newest), script))
+            with TreeCpu() as used:
+                samples["bare"].append(time_bare(env_python(settings, newest), script))
+            cpu["bare"].append(used.seconds)
             service.settle()
-            found = time_bisect(service, case, ids, args.variant)
+            with TreeCpu() as used:
+                found = time_bisect(service, case, ids, args.variant)
+            cpu["job"].append(used.seconds)
             samples["job"].append(found["e2e"])
             verdicts.add(str(found["verdict"]))
             service.settle()
-            seconds, answer = time_command(service, args.variant)
+            with TreeCpu() as used:
+                seconds, answer = time_command(service, args.variant)
+            cpu["command"].append(used.seconds)
             samples["command"].append(seconds)
             verdicts.add(str(answer["verdict"]))
     finally:
@@ -74,12 +83,13 @@ def main() -> None:
     print(f"founding case, variant {args.variant}, {len(ids)} CPU releases, {args.repeat} samples "
           f"each (medians); verdicts: {', '.join(sorted(verdicts))}")
     print(TABLE_HEADER)
-    print(summary("bare cold python", samples["bare"], bare))
-    print(summary("bisect job on the up", samples["job"], bare))
-    print(summary("bisect --local beside it", samples["command"], bare))
+    print(summary("bare cold python", samples["bare"], bare, cpu["bare"]))
+    print(summary("bisect job on the up", samples["job"], bare, cpu["job"]))
+    print(summary("bisect --local beside it", samples["command"], bare, cpu["command"]))
     job, command = statistics.median(samples["job"]), statistics.median(samples["command"])
-    print(f"the command against the job: {command / job:.2f}x")
-    print(json.dumps(samples))
+    print(f"the command against the job: "
+          f"{with_floor(command / job, statistics.median(cpu['command']), job)}")
+    print(json.dumps({**samples, "cpu": cpu}))
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ Side by side, interleaved so that drift hits both alike:
   worker: warm-up jobs run until every probe of one took a warm sandbox (each pool process then
   keeps one per environment), and before each measure the bench waits until the worker's
   processes are idle (their replacement sandboxes have imported TVM).
-Also prints how many probes were warm, the probes' time in their sandboxes, and the memory (PSS)
-the idle warm sandboxes hold, per pool process.
+Each ratio is printed beside its floor (bench/floor.py). Also prints how many probes were warm,
+the probes' time in their sandboxes, and the memory (PSS) the idle warm sandboxes hold, per pool
+process.
 
     .venv/bin/python bench/bisect_service.py [--repeat 3] [--variant NAME]
 """
@@ -33,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.bisect_vs_bare import cpu_bench  # noqa: E402
+from bench.floor import TreeCpu  # noqa: E402
 from bench.service_vs_bare import (  # noqa: E402
     BENCH_REDIS_URL,
     POLL_S,
@@ -124,7 +126,8 @@ def main() -> None:
     concurrency = max(2, os.cpu_count() or 1)  # the worker's default
     service = Service("bisect", settings.envs_dir, ids[0], BENCH_REDIS_URL, prefix,
                       concurrency=concurrency, more_envs=tuple(ids[1:]))
-    samples: dict[str, list[float]] = {"bare": [], "service": [], "warm": [], "sandbox": []}
+    samples: dict[str, list[float]] = {"bare": [], "service": [], "warm": [], "sandbox": [],
+                                       "bare_cpu": [], "service_cpu": []}
     verdicts = set()
     try:
         warm_up(service, case, ids, args.variant)
@@ -133,9 +136,13 @@ def main() -> None:
         memory = sandbox_memory(service)
         for _ in range(args.repeat):
             wait_warm(service, len(ids))
-            samples["bare"].append(time_bare(env_python(settings, newest), script))
+            with TreeCpu() as used:
+                samples["bare"].append(time_bare(env_python(settings, newest), script))
+            samples["bare_cpu"].append(used.seconds)
             wait_warm(service, len(ids))
-            found = time_bisect(service, case, ids, args.variant)
+            with TreeCpu() as used:
+                found = time_bisect(service, case, ids, args.variant)
+            samples["service_cpu"].append(used.seconds)
             for name in ("e2e", "warm", "sandbox"):
                 samples["service" if name == "e2e" else name].append(found[name])
             verdicts.add(str(found["verdict"]))
@@ -157,8 +164,8 @@ def report(args: argparse.Namespace, newest: str, releases: int, concurrency: in
           f"{concurrency}, cache bypassed; {os.cpu_count()} cores), {args.repeat} runs each; "
           f"verdicts {sorted(verdicts)}; load {os.getloadavg()[0]:.1f}")
     print(TABLE_HEADER)
-    print(summary("bare cold python", samples["bare"], bare))
-    print(summary("bisect job, service", samples["service"], bare))
+    print(summary("bare cold python", samples["bare"], bare, samples["bare_cpu"]))
+    print(summary("bisect job, service", samples["service"], bare, samples["service_cpu"]))
     print(summary("  probes' sandbox time, sum", samples["sandbox"], bare))
     print(f"warm probes per bisection: {samples['warm']} of {releases}")
     for pid, count, pss, rss in memory:

@@ -6,9 +6,10 @@ Side by side, interleaved so that drift hits both alike:
 - bisect: `tvmrepro bisect CASE --local --oracle signature --json` over every CPU
   environment (ten runs in the sandbox, as many at once as there are cores; nothing is
   cached locally), provisioned environments assumed.
-Prints medians and the ratio bisect/bare, and the bare run's CPU seconds (user + system): ten
-releases each import their own TVM and run the case, so with C cores the bisection cannot take
-less than about 10 x that CPU / C, however its runs overlap.
+Prints medians and the ratio bisect/bare, each beside its floor (bench/floor.py: the CPU
+seconds, user + system, of all its processes over the cores), and the bare run's CPU seconds: ten
+releases each import their own TVM and run the case, so the bisection's CPU is about ten times
+that.
 
     .venv/bin/python bench/bisect_vs_bare.py [--repeat 3] [--variant NAME]
 """
@@ -18,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -30,16 +30,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.floor import TreeCpu  # noqa: E402
 from bench.service_vs_bare import CASE, TABLE_HEADER, bare_script, summary, time_bare  # noqa: E402
 from tvmrepro.environments import Environment, default_catalog  # noqa: E402
 from tvmrepro.settings import Settings  # noqa: E402
 from worker.environments.provision import env_python, provision  # noqa: E402
-
-
-def children_cpu() -> float:
-    """CPU seconds (user + system) of every finished child process so far."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def time_bisect(variant: str, envs: list[str]) -> tuple[float, dict[str, object]]:
@@ -78,27 +73,27 @@ def main() -> None:
     """Measure and print."""
     args, settings, envs, _case, script = cpu_bench(__doc__ or "")
     newest = envs[-1]
-    samples: dict[str, list[float]] = {"bare": [], "bisect": [], "bare_cpu": []}
+    samples: dict[str, list[float]] = {"bare": [], "bisect": [], "bare_cpu": [], "bisect_cpu": []}
     verdicts = set()
     for _ in range(args.repeat):
-        cpu = children_cpu()
-        samples["bare"].append(time_bare(env_python(settings, newest), script))
-        samples["bare_cpu"].append(children_cpu() - cpu)
-        seconds, found = time_bisect(args.variant, [env.id for env in envs])
+        with TreeCpu() as used:
+            samples["bare"].append(time_bare(env_python(settings, newest), script))
+        samples["bare_cpu"].append(used.seconds)
+        with TreeCpu() as used:
+            seconds, found = time_bisect(args.variant, [env.id for env in envs])
         samples["bisect"].append(seconds)
+        samples["bisect_cpu"].append(used.seconds)
         verdicts.add(str(found["verdict"]))
     bare = statistics.median(samples["bare"])
     print(f"founding case, variant {args.variant}: bare run on {newest.id} vs bisection over "
           f"{len(envs)} CPU releases ({os.cpu_count()} cores), {args.repeat} runs each; "
           f"verdicts {sorted(verdicts)}")
     print(TABLE_HEADER)
-    print(summary("bare cold python", samples["bare"], bare))
-    print(summary("bisect --local, 10 releases", samples["bisect"], bare))
-    cores = os.cpu_count() or 1
-    floor = len(envs) * statistics.median(samples["bare_cpu"]) / cores
-    print(summary("bare, CPU seconds", samples["bare_cpu"], bare))
-    print(f"CPU floor of the bisection ({len(envs)} x bare CPU / {cores} cores): {floor:.3f} s, "
-          f"{floor / bare:.2f}x bare")
+    print(summary("bare cold python", samples["bare"], bare, samples["bare_cpu"]))
+    print(summary(f"bisect --local, {len(envs)} releases", samples["bisect"], bare,
+                  samples["bisect_cpu"]))
+    print(f"CPU seconds (user + system), medians: bare {statistics.median(samples['bare_cpu']):.3f} s, "
+          f"bisection {statistics.median(samples['bisect_cpu']):.3f} s")
     print(json.dumps(samples))
 
 

@@ -10,7 +10,8 @@ Measured side by side in one run, interleaved so that drift hits all alike:
   forked by the flavour's zygote, which imported TVM, torch, onnx and TVM's frontends once
   and exported one tiny model.
 Each service run bypasses the cache and starts on a settled worker. Prints medians and the
-ratio service/bare; the goals are at most 0.15x for torch and 0.1x for ONNX.
+ratio service/bare, each beside its floor (bench/floor.py); the goals are at most 0.15x for
+torch and 0.1x for ONNX.
 
     .venv/bin/python bench/frontend_vs_bare.py [--repeat 5] [--env ENV]
 """
@@ -28,6 +29,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from service_vs_bare import TABLE_HEADER, Service, summary, time_bare  # noqa: E402
 
+from bench.floor import TreeCpu  # noqa: E402
 from tvmrepro.environments import default_catalog  # noqa: E402
 from tvmrepro.settings import Settings  # noqa: E402
 from worker.environments.provision import env_python, provision  # noqa: E402
@@ -52,6 +54,7 @@ def main() -> None:
     python = env_python(settings, flavour)
     service = Service("frontends", settings.envs_dir, env.id, None)
     samples: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}  # each measure's CPU seconds, for its floor
     try:
         cases = {kind: {"title": name, "script": (CORPUS / name / "report.py").read_text()}
                  for kind, name in REPORTS.items()}
@@ -60,10 +63,14 @@ def main() -> None:
         for _ in range(args.repeat):
             for kind, case in cases.items():
                 service.settle()
-                samples.setdefault(f"{kind} bare", []).append(
-                    time_bare(python, CORPUS / REPORTS[kind] / "report.py"))
+                with TreeCpu() as used:
+                    samples.setdefault(f"{kind} bare", []).append(
+                        time_bare(python, CORPUS / REPORTS[kind] / "report.py"))
+                cpu.setdefault(f"{kind} bare", []).append(used.seconds)
                 service.settle()
-                timing = service.time_job(case, env.id, "script")
+                with TreeCpu() as used:
+                    timing = service.time_job(case, env.id, "script")
+                cpu.setdefault(f"{kind} service", []).append(used.seconds)
                 samples.setdefault(f"{kind} service", []).append(timing["e2e"])
                 samples.setdefault(f"{kind} sandbox", []).append(timing["sandbox"])
     finally:
@@ -73,8 +80,9 @@ def main() -> None:
     print(TABLE_HEADER)
     for kind, name in REPORTS.items():
         bare = statistics.median(samples[f"{kind} bare"])
-        print(summary(f"{kind}: bare cold python", samples[f"{kind} bare"], bare))
-        print(summary("  warm service", samples[f"{kind} service"], bare)
+        print(summary(f"{kind}: bare cold python", samples[f"{kind} bare"], bare,
+                      cpu[f"{kind} bare"]))
+        print(summary("  warm service", samples[f"{kind} service"], bare, cpu[f"{kind} service"])
               + f"  (goal <= {GOALS[kind]:.2f}x)")
         print(summary("  of which run in sandbox", samples[f"{kind} sandbox"], bare))
         print(f"  ({name})")

@@ -8,8 +8,9 @@ Side by side, interleaved so that drift hits all alike:
   (LambdaLift and AllocateWorkspace kept, REDUCED_LINES lines);
 - bisect: `tvmrepro bisect CASE --local --oracle signature --json` over every CPU release.
 Each command runs as `python -m cli` from this checkout (with no `tvmrepro up` on its home),
-so the script measures the code beside it. Prints medians and each as a ratio to bare (on a
-machine busy with other work the ratios move a lot: run it on a quiet one).
+so the script measures the code beside it. Prints medians and each as a ratio to bare, beside
+its floor (bench/floor.py; on a machine busy with other work the ratios move a lot: run it on a
+quiet one).
 
     .venv/bin/python bench/local_many_runs.py [--repeat 3] [--budget-s 600]
 """
@@ -30,6 +31,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.floor import TreeCpu  # noqa: E402
 from bench.service_vs_bare import CASE, TABLE_HEADER, bare_script, summary, time_bare  # noqa: E402
 from tvmrepro.environments import default_catalog  # noqa: E402
 from tvmrepro.settings import Settings  # noqa: E402
@@ -78,11 +80,16 @@ def main() -> None:
     bisect_args = ["bisect", str(CASE), "--local", "--variant", VARIANT, "--oracle", "signature",
                    *[arg for env in envs for arg in ("--env", env.id)]]
     samples: dict[str, list[float]] = {"bare": [], "reduce": [], "bisect": []}
+    cpu: dict[str, list[float]] = {name: [] for name in samples}  # for each ratio's floor
     answers: set[str] = set()
     for _ in range(args.repeat):
-        samples["bare"].append(time_bare(env_python(settings, newest), script))
+        with TreeCpu() as used:
+            samples["bare"].append(time_bare(env_python(settings, newest), script))
+        cpu["bare"].append(used.seconds)
         for name, command in (("reduce", reduce_args), ("bisect", bisect_args)):
-            seconds, found = time_command(command)
+            with TreeCpu() as used:
+                seconds, found = time_command(command)
+            cpu[name].append(used.seconds)
             samples[name].append(seconds)
             answers.add(checked_reduction(found) if name == "reduce"
                         else f"bisect verdict {found['verdict']}")
@@ -90,10 +97,10 @@ def main() -> None:
     print(f"founding case, variant {VARIANT}, reduced on {newest.id}, {args.repeat} runs each "
           f"({os.cpu_count()} cores): {'; '.join(sorted(answers))}")
     print(TABLE_HEADER)
-    print(summary("bare cold python", samples["bare"], bare))
-    print(summary("reduce --local", samples["reduce"], bare))
-    print(summary(f"bisect --local, {len(envs)} releases", samples["bisect"], bare))
-    print(json.dumps(samples))
+    print(summary("bare cold python", samples["bare"], bare, cpu["bare"]))
+    print(summary("reduce --local", samples["reduce"], bare, cpu["reduce"]))
+    print(summary(f"bisect --local, {len(envs)} releases", samples["bisect"], bare, cpu["bisect"]))
+    print(json.dumps({**samples, "cpu": cpu}))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ Then where a matrix's time goes, stage by stage, read from the store's own times
 end, and the harness's own part of it: parse, passes, build, VM), medians over the samples:
 the POST, the publish, the wait for a slot, the sandbox, the worker's own part around the
 sandbox (claim, events, storing), and from the last result stored to the client's poll seeing
-the job done; and the matrix's floor: its sandboxes' seconds over the cores.
+the job done. Each ratio is printed beside its floor (bench/floor.py).
 Before each measure the bench waits until the service's processes are idle (the sandboxes that
 replace the ones a job took have imported TVM).
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -38,6 +37,7 @@ import redis
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.floor import TreeCpu  # noqa: E402
 from bench.local_many_runs import checked_reduction  # noqa: E402
 from bench.service_vs_bare import (  # noqa: E402
     BENCH_REDIS_URL,
@@ -139,16 +139,23 @@ def main() -> None:
                       concurrency=2, more_envs=tuple(e.id for e in envs[:-1]))
     env_ids = [e.id for e in envs]
     samples: dict[str, list[float]] = {"bare": [], "matrix": [], "reduce": []}
+    cpu: dict[str, list[float]] = {name: [] for name in samples}  # for each ratio's floor
     stages: dict[str, list[float]] = {}
     try:
         time_matrix(service, case, env_ids)  # warm-up: cold caches after the start
         for _ in range(args.repeat):
             service.settle()
-            samples["bare"].append(time_bare(env_python(settings, newest), script))
+            with TreeCpu() as used:
+                samples["bare"].append(time_bare(env_python(settings, newest), script))
+            cpu["bare"].append(used.seconds)
             service.settle()
-            samples["matrix"].append(time_matrix(service, case, env_ids, stages))
+            with TreeCpu() as used:
+                samples["matrix"].append(time_matrix(service, case, env_ids, stages))
+            cpu["matrix"].append(used.seconds)
             service.settle()
-            samples["reduce"].append(time_reduce(service, case, newest.id, args.budget_s))
+            with TreeCpu() as used:
+                samples["reduce"].append(time_reduce(service, case, newest.id, args.budget_s))
+            cpu["reduce"].append(used.seconds)
     finally:
         service.stop()
         bench_redis = redis.Redis.from_url(BENCH_REDIS_URL)
@@ -158,19 +165,13 @@ def main() -> None:
     print(f"founding case, {args.repeat} samples each (medians); a worker on Redis serving "
           f"{', '.join(env_ids)} at concurrency 2")
     print(TABLE_HEADER)
-    print(summary("bare cold python", samples["bare"], bare))
-    print(summary("matrix: 6 runs, 3 releases", samples["matrix"], bare))
-    print(summary(f"reduce job ({VARIANT})", samples["reduce"], bare))
+    print(summary("bare cold python", samples["bare"], bare, cpu["bare"]))
+    print(summary("matrix: 6 runs, 3 releases", samples["matrix"], bare, cpu["matrix"]))
+    print(summary(f"reduce job ({VARIANT})", samples["reduce"], bare, cpu["reduce"]))
     print(f"where a matrix's {statistics.median(samples['matrix']):.2f} s went (medians; the runs' "
           f"stages are summed over its six runs, two at a time):")
     for stage, seconds in stages.items():
         print(f"  {stage:<34} {statistics.median(seconds):7.3f} s")
-    # The sandboxes' seconds are nearly all CPU (two at once on two cores): however the runs
-    # overlap, the matrix cannot end sooner than their sum over the cores.
-    cores = os.cpu_count() or 1
-    floor = statistics.median(stages["runs: in the sandbox"]) / cores
-    print(f"floor of the matrix (its sandboxes' seconds / {cores} cores): {floor:.3f} s, "
-          f"{floor / bare:.2f}x bare")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ Measured side by side in one run, interleaved so that drift hits all alike:
 Each service run bypasses the cache, and starts on a warm worker: after each run the bench
 waits until the worker's processes are idle again (the sandbox that replaces the one the run
 took has imported TVM), so no measure shares the CPU with that import. Prints medians and the
-ratio service/bare.
+ratio service/bare, each ratio beside its floor (bench/floor.py).
 
     .venv/bin/python bench/service_vs_bare.py [--repeat 7] [--env ENV] [--variant NAME]
 """
@@ -39,6 +39,7 @@ import redis
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.floor import TreeCpu, floor  # noqa: E402
 from tvmrepro.environments import default_catalog  # noqa: E402
 from tvmrepro.settings import Settings  # noqa: E402
 from worker.environments.provision import env_python, provision  # noqa: E402
@@ -224,14 +225,18 @@ def _cpu_seconds(processes: list[psutil.Process]) -> float:
     return total
 
 
-TABLE_HEADER = f"{'':<28} {'median':>8} {'min':>8} {'max':>8} {'/bare':>9}"  # above summary()s
+TABLE_HEADER = (f"{'':<28} {'median':>8} {'min':>8} {'max':>8} {'/bare':>9}"  # above summary()s
+                f" {'floor':>8}")
 
 
-def summary(label: str, seconds: list[float], bare: float) -> str:
-    """One line of the table."""
+def summary(label: str, seconds: list[float], bare: float, cpu: list[float] | None = None) -> str:
+    """One line of the table: `cpu`, the CPU seconds of each sample (TreeCpu), gives the ratio's
+    floor (bench/floor.py); without them (a part of a measure, whose own CPU no process tree
+    holds apart) the floor reads `-`."""
     median = statistics.median(seconds)
+    low = f"{floor(statistics.median(cpu), bare):7.2f}x" if cpu else f"{'-':>8}"
     return (f"{label:<28} {median:8.3f} {min(seconds):8.3f} {max(seconds):8.3f}"
-            f" {median / bare:8.2f}x")
+            f" {median / bare:8.2f}x {low}")
 
 
 def main() -> None:
@@ -251,16 +256,21 @@ def main() -> None:
     services = [Service("redis", settings.envs_dir, env.id, BENCH_REDIS_URL, prefix),
                 Service("embedded", settings.envs_dir, env.id, None)]
     samples: dict[str, list[float]] = {"bare": []}
+    cpu: dict[str, list[float]] = {}  # each measure's CPU seconds, for its floor
     try:
         for service in services:  # warm-up: the first run after start pays for cold caches
             service.time_job(case, env.id, args.variant)
         for _ in range(args.repeat):
             for service in services:
                 service.settle()
-            samples["bare"].append(time_bare(env_python(settings, env), script))
+            with TreeCpu() as used:
+                samples["bare"].append(time_bare(env_python(settings, env), script))
+            cpu.setdefault("bare", []).append(used.seconds)
             for service in services:
                 service.settle()
-                timing = service.time_job(case, env.id, args.variant)
+                with TreeCpu() as used:
+                    timing = service.time_job(case, env.id, args.variant)
+                cpu.setdefault(service.name, []).append(used.seconds)
                 samples.setdefault(service.name, []).append(timing["e2e"])
                 samples.setdefault(f"{service.name} (sandbox)", []).append(timing["sandbox"])
     finally:
@@ -273,12 +283,12 @@ def main() -> None:
     print(f"founding case, variant {args.variant}, {env.id}, {args.repeat} runs each "
           f"(medians; service runs bypass the cache)")
     print(TABLE_HEADER)
-    print(summary("bare cold python", samples["bare"], bare))
+    print(summary("bare cold python", samples["bare"], bare, cpu["bare"]))
     for name in ("redis", "embedded"):
-        print(summary(f"service, {name} broker", samples[name], bare))
+        print(summary(f"service, {name} broker", samples[name], bare, cpu[name]))
         print(summary("  of which run in sandbox", samples[f"{name} (sandbox)"], bare))
     if args.json:
-        print(json.dumps(samples))
+        print(json.dumps({**samples, "cpu": cpu}))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ Measured in one run, one after the other on the same machine:
   run's own, deleted afterwards, and SQLite; or --broker embedded, as `make up` runs them),
   from the submission to the last run's result stored (its `finished_at`).
 The service goes first; each time is printed as soon as it is measured. Prints the ratio
-service/bare at the end (issue 28: within 1.5x).
+service/bare at the end (issue 28: within 1.5x), beside its floor (bench/floor.py).
 
     .venv/bin/python bench/triage_vs_bare.py [--reports 100] [--env ENV]... [--broker embedded]
 """
@@ -35,6 +35,7 @@ sys.path.insert(0, str(REPO))
 
 import redis  # noqa: E402
 
+from bench.floor import TreeCpu, with_floor  # noqa: E402
 from bench.service_vs_bare import BENCH_REDIS_URL, Service  # noqa: E402
 from tvmrepro.environments import Environment, default_catalog  # noqa: E402
 from tvmrepro.jobs.tracker.importing import ImportedReport, import_file  # noqa: E402
@@ -148,7 +149,8 @@ def main() -> None:
                       concurrency=CONCURRENCY, more_envs=tuple(env_ids[1:]))
     try:
         wait_served(service, env_ids)
-        triaged, answer = time_triage(service, found, env_ids)
+        with TreeCpu() as triage_cpu:
+            triaged, answer = time_triage(service, found, env_ids)
     finally:
         service.stop()
         if args.broker == "redis":
@@ -161,9 +163,12 @@ def main() -> None:
     print(f"service: triage job                  {triaged:8.1f} s", flush=True)
     print(f"verdicts: {json.dumps(verdicts, sort_keys=True)}", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="tvmrepro-bench-bare-"))
-    bare = time_bare(bare_scripts(settings, envs, found, workdir), workdir)
+    pairs = bare_scripts(settings, envs, found, workdir)
+    with TreeCpu() as bare_cpu:
+        bare = time_bare(pairs, workdir)
     print(f"bare: xargs -P{CONCURRENCY} python report.py   {bare:8.1f} s")
-    print(f"service / bare: {triaged / bare:.2f}x")
+    print(f"CPU seconds: service {triage_cpu.seconds:.1f} s, bare {bare_cpu.seconds:.1f} s")
+    print(f"service / bare: {with_floor(triaged / bare, triage_cpu.seconds, bare)}")
     if args.json:
         print(json.dumps(answer))
 

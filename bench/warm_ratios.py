@@ -12,6 +12,8 @@ Measured side by side in one run (interleaved where each sample is one run):
   median of HITS_PER_ROUND hits per round;
 - the Docker runtime warm against cold (bench/docker_warm.py: DOCKER_HOST's engine, else a
   private one with the image built offline), unless --no-docker.
+Each ratio is printed beside its floor (bench/floor.py), but the Docker runtime's: its
+containers' CPU is the engine's, outside this process's tree.
 The service end to end against bare (Redis and embedded) is bench/service_vs_bare.py;
 a full bisection against one bare run is bench/bisect_vs_bare.py.
 
@@ -38,6 +40,7 @@ import redis
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.floor import TreeCpu, with_floor  # noqa: E402
 from bench.service_vs_bare import (  # noqa: E402
     BENCH_REDIS_URL,
     CASE,
@@ -134,9 +137,10 @@ def docker_line(settings: Settings, env_id: str, variant: str, repeat: int, bare
 
     samples = measure(settings, default_catalog().get(env_id), variant, repeat)
     cold, warm = (statistics.median(samples[k]) for k in ("cold", "warm"))
+    # No floor: the containers run under the engine, outside this process's tree (bench/floor.py).
     return "\n".join([summary("docker runtime, cold", samples["cold"], bare),
                       summary("docker runtime, warm", samples["warm"], bare),
-                      f"docker warm/cold {warm / cold:.2f}x"])
+                      f"docker warm/cold {warm / cold:.2f}x (floor -)"])
 
 
 def main() -> None:
@@ -158,6 +162,7 @@ def main() -> None:
                       concurrency=2)
     up: Service | None = None
     samples: dict[str, list[float]] = {"bare": [], "local": [], "local_up": [], "cache": []}
+    cpu: dict[str, list[float]] = {name: [] for name in samples}  # for each ratio's floor
     try:
         up = Service("up", settings.envs_dir, env.id, None, up=True)
         service.time_job(case, env.id, args.variant)  # warm-up, and the result the hits read
@@ -166,16 +171,25 @@ def main() -> None:
         for _ in range(args.repeat):
             service.settle()
             up.settle()
-            samples["bare"].append(time_bare(python, script))
-            samples["local"].append(time_local(CASE, env.id, args.variant))
+            with TreeCpu() as used:
+                samples["bare"].append(time_bare(python, script))
+            cpu["bare"].append(used.seconds)
+            with TreeCpu() as used:
+                samples["local"].append(time_local(CASE, env.id, args.variant))
+            cpu["local"].append(used.seconds)
             up.settle()
-            samples["local_up"].append(time_local(CASE, env.id, args.variant, beside=up))
-            samples["cache"].append(statistics.median(
-                time_cache_hit(service, case, env.id, args.variant)
-                for _ in range(HITS_PER_ROUND)))
+            with TreeCpu() as used:
+                samples["local_up"].append(time_local(CASE, env.id, args.variant, beside=up))
+            cpu["local_up"].append(used.seconds)
+            with TreeCpu() as used:
+                samples["cache"].append(statistics.median(
+                    time_cache_hit(service, case, env.id, args.variant)
+                    for _ in range(HITS_PER_ROUND)))
+            cpu["cache"].append(used.seconds / HITS_PER_ROUND)  # a hit's, as the sample is
         up.stop()  # its idle worker polls its broker: no part of the throughput measures
         service.settle()
-        xargs, xargs_cpu = time_xargs(python, script, BURST)
+        with TreeCpu() as xargs_tree:
+            xargs, xargs_cpu = time_xargs(python, script, BURST)
         service.settle()
         cpu_before = machine_cpu()
         burst = time_burst(service, case, env.id, args.variant, BURST)
@@ -191,13 +205,15 @@ def main() -> None:
     bare = statistics.median(samples["bare"])
     print(f"founding case, variant {args.variant}, {env.id}, {args.repeat} runs each (medians)")
     print(TABLE_HEADER)
-    print(summary("bare cold python", samples["bare"], bare))
-    print(summary("tvmrepro run --local --cold", samples["local"], bare))
-    print(summary("run --local beside `up`", samples["local_up"], bare))
-    print(summary("cache hit, submit->answer", samples["cache"], bare))
+    print(summary("bare cold python", samples["bare"], bare, cpu["bare"]))
+    print(summary("tvmrepro run --local --cold", samples["local"], bare, cpu["local"]))
+    print(summary("run --local beside `up`", samples["local_up"], bare, cpu["local_up"]))
+    print(summary("cache hit, submit->answer", samples["cache"], bare, cpu["cache"]))
     print(f"cache hit, submit->answer over HTTP: median {statistics.median(samples['cache']) * 1000:.1f} ms")
+    # The ratio is bare's time over the service's: its floor is bare's CPU over the cores.
     print(f"throughput, {BURST} runs at concurrency 2: service {BURST / burst:.2f} runs/s, "
-          f"xargs -P2 bare {BURST / xargs:.2f} runs/s, ratio {xargs / burst:.2f}x")
+          f"xargs -P2 bare {BURST / xargs:.2f} runs/s, "
+          f"ratio {with_floor(xargs / burst, xargs_tree.seconds, burst)}")
     # On two busy cores throughput is CPU per run: a single-use sandbox imports TVM as a bare run
     # does (before the case comes), so the ratio is capped near bare CPU / service CPU.
     print(f"machine CPU per run: bare {xargs_cpu / BURST:.2f} s, service {burst_cpu / BURST:.2f} s "

@@ -9,6 +9,7 @@ local runtime's sandboxes, so that the same proof holds with real runs.
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -102,6 +103,7 @@ def load(stack: Stack, case: dict[str, Any], jobs: int, timeout: float, scripted
         assert job["status"] == "done" and not run["cached"], dump(job)
         assert run["variant"] == bodies[n]["case"]["variants"][0]["name"]
         assert run["environment"] == bodies[n]["environments"][0]
+        assert run["host"] == socket.gethostname()  # the one host whose workers took them
         once = run["variant"] == "fusetir-once"
         assert run["result"]["status"] == ("error" if once else "ok"), dump(run)
         assert not once or run["result"]["stage"] == "vm_init", dump(run)

@@ -108,6 +108,8 @@ class RunView(BaseModel):
     cached: bool = Field(description="served from an earlier identical run")
     cached_from: str | None = None
     deliveries: int
+    host: str | None = Field(default=None, description="the host whose worker took the run "
+                             "last (several hosts may serve one environment)")
     finished_at: str | None = Field(default=None, description="when its result was stored")
     result: dict[str, Any] | None = None
 
