@@ -10,7 +10,7 @@ import threading
 import tokenize
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
@@ -37,10 +37,21 @@ _VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 # What Python's parser cannot take at all: nesting deeper than its stack (RecursionError, or
 # MemoryError from the parser's own stack), null bytes (ValueError on Python 3.11).
 _UNPARSABLE = (RecursionError, MemoryError, ValueError, OverflowError)
-# CPython 3.11's AST constructor keeps its recursion depth per interpreter, not per thread: two
-# API threads parsing at once may end one of them in "SystemError: AST constructor recursion
-# depth mismatch" (seen with 20 submissions at once). One parse at a time.
+# CPython 3.11's AST constructor keeps its recursion depth per interpreter, not per thread: a
+# thread switch inside it (a garbage collection running a finalizer) lets another thread's parse
+# move that depth, and one of them ends in "SystemError: AST constructor recursion depth
+# mismatch" (seen with 20 submissions at once). One parse at a time, in every thread.
 _PARSING = threading.Lock()
+
+
+@overload
+def parse_python(source: str, filename: str = ..., mode: Literal["exec"] = ...) -> ast.Module: ...
+@overload
+def parse_python(source: str, filename: str, mode: str) -> ast.AST: ...
+def parse_python(source: str, filename: str = "<case>", mode: str = "exec") -> ast.AST:
+    """ast.parse, safe beside other threads' parses (every parse of the project's goes here)."""
+    with _PARSING:
+        return ast.parse(source, filename, mode)
 
 
 @lru_cache(maxsize=32)
@@ -49,13 +60,12 @@ def _syntax_error(source: str, mode: str = "exec") -> str | None:
     no statement at all), or None (cached: a case submitted again, as a cache hit is, is not
     compiled again; compiling a large TVMScript module takes milliseconds)."""
     try:
-        with _PARSING:
-            tree = ast.parse(source, "<case>", mode)
-            if not isinstance(tree, ast.Module | ast.Expression):
-                raise AssertionError(f"ast.parse in mode {mode!r} gave a {type(tree).__name__}")
-            if isinstance(tree, ast.Module) and not tree.body:
-                return "empty: it holds no Python statement (only blanks or comments)"
-            compile(tree, "<case>", mode, dont_inherit=True)
+        tree = parse_python(source, "<case>", mode)
+        if not isinstance(tree, ast.Module | ast.Expression):
+            raise AssertionError(f"ast.parse in mode {mode!r} gave a {type(tree).__name__}")
+        if isinstance(tree, ast.Module) and not tree.body:
+            return "empty: it holds no Python statement (only blanks or comments)"
+        compile(tree, "<case>", mode, dont_inherit=True)
     except SyntaxError as exc:
         where = f" at line {exc.lineno}, column {exc.offset}" if exc.lineno else ""
         return f"not valid Python: {exc.msg}{where}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from functools import lru_cache
 
-from tvmrepro.cases import Case
+from tvmrepro.cases import Case, parse_python
 from tvmrepro.environments import default_catalog
 
 # TVM's own modules that import a framework when they are imported.
@@ -27,7 +27,7 @@ def frontend_modules() -> frozenset[str]:
 def imported_modules(source: str) -> set[str]:
     """Every module the source names in an import statement (absolute imports only)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return set()  # the case's validation says why; nothing to run, nothing to install
     names: set[str] = set()

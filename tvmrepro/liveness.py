@@ -54,6 +54,11 @@ def process_token(pid: int | None = None) -> str:
     return f"{socket.gethostname()}:{pid}:{_create_time(pid) or '?'}"
 
 
+def token_host(token: str | None) -> str | None:
+    """The host a process token names (None for no token, or one without a host)."""
+    return token.partition(":")[0] or None if token else None
+
+
 def token_alive(token: str) -> bool | None:
     """Whether the token's process still runs: None when it belongs to another host (cannot tell).
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import gc
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tvmrepro.cases import check_pass_names, load_case_file, parse_case
+from tvmrepro.cases import check_pass_names, load_case_file, parse_case, parse_python
 from tvmrepro.errors import BadInput
 
 MODULE = "from tvm.script import ir as I\n@I.ir_module\nclass Module:\n    pass\n"
@@ -67,3 +70,46 @@ def test_an_unknown_pass_gets_the_nearest_known_one() -> None:
     second = parse_case({**GOOD, "variants": [{"name": "a", "passes": ["FuseTir"]}]})
     with pytest.raises(BadInput, match="did you mean FuseTIR"):
         check_pass_names(second, known)
+
+
+class _Finalized:
+    """Garbage whose collection runs Python code: a thread switch inside another's parse."""
+
+    def __del__(self) -> None:
+        sum(range(50))
+
+
+def test_parses_in_many_threads_at_once_all_succeed() -> None:
+    """CPython 3.11's AST constructor shares its recursion depth between threads: parsing in
+    several at once, with collections running finalizers, failed one of them with "AST
+    constructor recursion depth mismatch" (a 500 for one of 20 submissions at once)."""
+    failures: list[BaseException] = []
+
+    def parse(k: int) -> None:
+        for i in range(200):
+            source = f"x{k}_{i} = " + "(" * 60 + "1" + ")" * 60 + "\ndef f():\n    return [[1]]\n" * 20
+            try:
+                parse_python(source)
+            except SystemError as exc:
+                failures.append(exc)
+                return
+
+    def churn() -> None:
+        for _ in range(100_000):
+            a, b = _Finalized(), _Finalized()
+            a.other, b.other = b, a  # type: ignore[attr-defined]  # a cycle: the collector's
+
+    interval, threshold = sys.getswitchinterval(), gc.get_threshold()
+    sys.setswitchinterval(1e-6)
+    gc.set_threshold(50)
+    try:
+        threads = [threading.Thread(target=parse, args=(k,)) for k in range(6)]
+        threads.append(threading.Thread(target=churn))
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+        gc.set_threshold(*threshold)
+    assert failures == []

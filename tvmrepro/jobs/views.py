@@ -12,6 +12,7 @@ from tvmrepro.choice import over_fields
 from tvmrepro.jobs.matrix import build_matrix
 from tvmrepro.jobs.tracker.known import likely_duplicates, result_bug_signature
 from tvmrepro.lifecycle import JobStatus
+from tvmrepro.liveness import token_host
 from tvmrepro.store import Store
 from tvmrepro.store.rows import JobRow, RunRow
 
@@ -21,18 +22,12 @@ def iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat()
 
 
-def claimer_host(token: str | None) -> str | None:
-    """The host part of a claimer's process token ("<host>:<pid>:<start>"), None before a claim
-    (a run served from the cache has none)."""
-    return token.split(":", 1)[0] or None if token else None
-
-
 def run_view(run: RunRow) -> RunView:
     """One stored run as the API shows it."""
     return RunView(id=run.id, variant=run.variant, environment=run.environment, state=run.state,
                    cached=run.cached, cached_from=run.result_id if run.cached else None,
                    deliveries=run.deliveries, result=run.result,
-                   host=claimer_host(run.claimed_by),
+                   host=token_host(run.claimed_by),  # None before a claim, or from the cache
                    finished_at=iso(run.finished_at) if run.finished_at else None)
 
 

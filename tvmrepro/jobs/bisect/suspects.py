@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tvmrepro.cases import parse_python
 from tvmrepro.history import Commit
 from tvmrepro.jobs.bounded import bounded  # the run's text: each match time-bounded
 
@@ -204,7 +205,7 @@ def foreign_names(source: str) -> set[str]:
     import helper`, `import torch.nn as nn`): what is called through them is another
     library's API, not TVM's."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except (SyntaxError, ValueError):
         return set()
     found: set[str] = set()

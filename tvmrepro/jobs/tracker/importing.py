@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from tvmrepro.attachments import WITH_CONTENTS, Attachment, read_files
-from tvmrepro.cases import Case, parse_case
+from tvmrepro.cases import Case, parse_case, parse_python
 from tvmrepro.environments import default_catalog
 from tvmrepro.errors import BadInput
 from tvmrepro.jobs.bounded import bounded, time_bounded
@@ -98,7 +98,7 @@ def is_code(block: Block) -> bool:
     if _OUTPUT_SECTION.search(block.section):
         return False
     try:
-        tree = ast.parse(textwrap.dedent(block.text))
+        tree = parse_python(textwrap.dedent(block.text))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return bool(tree.body)
@@ -132,7 +132,7 @@ def environment_modules() -> frozenset[str]:
 
 def missing_inputs(script: str) -> list[str]:
     """What the script needs that no environment has: packages beyond TVM's own, data files."""
-    tree = ast.parse(script)
+    tree = parse_python(script)
     needs: list[str] = []
     for node in ast.walk(tree):
         names = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from typing import Any, NotRequired, TypedDict
 
+from tvmrepro.cases import parse_python
+
 _PASS_MODULES = ("relax.transform", "tvm.relax.transform", "tirx.transform", "tir.transform",
                  "tvm.tirx.transform", "tvm.tir.transform", "transform")
 _DISPLAY = {"print", "show"}
@@ -129,7 +131,7 @@ class _Reader:
 
 def module_case(script: str, title: str) -> dict[str, Any] | None:
     """The module-mode case (JSON) of a script that is a module, passes and a build, else None."""
-    tree = ast.parse(script)
+    tree = parse_python(script)
     modules = [node for node in tree.body if isinstance(node, ast.ClassDef) and _is_ir_module(node)]
     if len(modules) != 1:
         return None
