@@ -95,7 +95,7 @@ def assert_upgraded_with_its_rows(url: str, job_id: str, run_id: str, now: float
         assert job is not None and job.title == "old" and [r.id for r in job.runs] == [run_id]
         assert store.waiting_count() == 1
         with store.engine.connect() as conn:
-            assert conn.execute(sa.select(t.workers)).all() == [("w-old", ["e"], now, now, None)]
+            assert conn.execute(sa.select(t.workers)).all() == [("w-old", ["e"], now, now, None, None)]
         assert store.live_environments(STALE_S) == {"e": 1}
         assert store.building_environments(STALE_S) == {}
         store.heartbeat("w-old", ["e"], building={"e2": "compiling"})  # the column takes values

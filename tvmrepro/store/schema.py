@@ -24,6 +24,9 @@
     github_*      the GitHub bot's (docs/bot.md): webhook deliveries seen (replays refused),
                   its state per issue, the jobs it watches, the groups of a flood, its actions
 
+A value of 256 KiB or more (pass IR, a log, a file, a result's data, comparisons) lives in the
+artifact store, its row naming it in a `*_ref` column.
+
 Every change here is also a revision in tvmrepro/store/migrations/versions/ (a test compares them).
 
 Times are seconds since the epoch (float), the same on both databases.
@@ -36,6 +39,9 @@ import sqlalchemy as sa
 metadata = sa.MetaData()
 
 ID = sa.String(32)  # uuid4().hex
+# The SHA-256 (hex) of a value kept in the artifact store (tvmrepro.store.artifacts) instead of
+# its row, which then holds an empty value: no row holds a value of ARTIFACT_MIN_BYTES or more.
+ARTIFACT_REF = sa.String(64)
 
 jobs = sa.Table(
     "jobs", metadata,
@@ -95,6 +101,7 @@ results = sa.Table(
     sa.Column("signature", sa.Text, nullable=True),
     sa.Column("data", sa.JSON, nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("data_ref", ARTIFACT_REF, nullable=True),
     # GET /metrics counts results by status from this index, not from their rows.
     sa.Index("results_status", "status"),
 )
@@ -105,6 +112,8 @@ logs = sa.Table(
     sa.Column("stdout", sa.Text, nullable=False),
     sa.Column("stderr", sa.Text, nullable=False),
     sa.Column("truncated", sa.Boolean, nullable=False),
+    sa.Column("stdout_ref", ARTIFACT_REF, nullable=True),
+    sa.Column("stderr_ref", ARTIFACT_REF, nullable=True),
 )
 
 pass_ir = sa.Table(
@@ -115,6 +124,7 @@ pass_ir = sa.Table(
     sa.Column("seconds", sa.Float, nullable=False),
     sa.Column("functions", sa.JSON, nullable=False),
     sa.Column("ir", sa.Text, nullable=False),
+    sa.Column("ir_ref", ARTIFACT_REF, nullable=True),
 )
 
 admission = sa.Table(
@@ -131,6 +141,8 @@ workers = sa.Table(
     sa.Column("heartbeat_at", sa.Float, nullable=False),
     # Environment id -> the current step of its image's build (the worker serves it once built).
     sa.Column("building", sa.JSON, nullable=True),
+    # How many runs it takes at once (null: a worker of an earlier version, one slot).
+    sa.Column("concurrency", sa.Integer, nullable=True),
 )
 
 fingerprints = sa.Table(
@@ -162,6 +174,7 @@ comparisons = sa.Table(
     sa.Column("data", sa.JSON, nullable=False),
     sa.Column("runs", sa.Integer, nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("data_ref", ARTIFACT_REF, nullable=True),
 )
 
 # One row per reduce or extract job: what was asked (options), how far it got (progress, the
@@ -212,6 +225,7 @@ blobs = sa.Table(
     sa.Column("size", sa.BigInteger, nullable=False),
     sa.Column("content", sa.LargeBinary, nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("content_ref", ARTIFACT_REF, nullable=True),
 )
 
 
