@@ -174,7 +174,9 @@ def compose_stack(docker_host: str, docker_settings: Settings, docker_client: do
         "TVMREPRO_PORT": str(port), "DOCKER_SOCKET": docker_host.removeprefix("unix://"),
         "TVMREPRO_WORKER_ENVS": " ".join(f"--env {env_id}" for env_id in SERVED),
         "TVMREPRO_WHEELHOUSE_DIR": str(wheelhouse), "TVMREPRO_BASE_IMAGE": base_image,
-        "TVMREPRO_FRONT_IMAGE": FRONT_IMAGE, "TVMREPRO_FRONT_BASE_IMAGE": FRONT_BASE_IMAGE})
+        "TVMREPRO_FRONT_IMAGE": FRONT_IMAGE, "TVMREPRO_FRONT_BASE_IMAGE": FRONT_BASE_IMAGE,
+        # One run at a time per worker: a job of SPREAD_RUNS must then reach every one of them.
+        "TVMREPRO_WORKER_CONCURRENCY": "1"})
     project.environ["TVMREPRO_TEST_URL"] = f"http://127.0.0.1:{port}"
     built = project("build", "front")  # the project's own recipe, on the stand-in base
     assert built.returncode == 0, built.stdout + built.stderr
@@ -202,8 +204,8 @@ def _environments(http: httpx.Client) -> dict[str, dict[str, Any]]:
     return {e["id"]: e for e in http.get("/api/v1/environments").json()["environments"]}
 
 
-def _up(project: Project) -> httpx.Client:
-    up = project("up", "-d", "--no-build")
+def _up(project: Project, *args: str) -> httpx.Client:
+    up = project("up", "-d", "--no-build", *args)
     assert up.returncode == 0, up.stderr
     http = httpx.Client(base_url=project.environ["TVMREPRO_TEST_URL"], timeout=30)
     _until(lambda: http.get("/healthz").json()["status"] == "ok", UP_TIMEOUT_S)
@@ -280,3 +282,32 @@ def test_compose_up_alone_builds_the_images_serves_the_case_and_keeps_jobs(
     kept = {(r["variant"], r["environment"]): r["result"] for r in again.json()["runs"]}
     assert {k: v["status"] for k, v in kept.items()} == {k: v["status"]
                                                            for k, v in results.items()}
+
+    # Scaled out with nothing else changed: three worker containers (hosts, each its own home)
+    # share the broker and the store, and one job's runs spread over them.
+    http = _up(compose_stack, "--scale", f"worker={SCALED_WORKERS}")
+    _spread_over_the_workers(http)
+
+
+def _workers_alive(http: httpx.Client) -> int:
+    for line in http.get("/metrics").text.splitlines():
+        if line.startswith("tvmrepro_workers_alive "):
+            return int(float(line.split()[1]))
+    return 0
+
+
+def _spread_over_the_workers(http: httpx.Client) -> None:
+    """A job of SPREAD_RUNS runs (bypassing the cache) is served by all SCALED_WORKERS hosts,
+    which the metrics count."""
+    _until(lambda: _workers_alive(http) == SCALED_WORKERS
+           and _environments(http)[NEW_ENV]["workers"] == SCALED_WORKERS, UP_TIMEOUT_S)
+    case = load_case_file(case_path("tvm-17357/case.json")).model_dump(mode="json")
+    twice = next(v for v in case["variants"] if v["name"] == "fusetir-twice")
+    case["variants"] = [{**twice, "name": f"twice-{n}"} for n in range(SPREAD_RUNS)]
+    posted = http.post("/api/v1/jobs", json={"kind": "run", "case": case, "bypass_cache": True,
+                                             "environments": [NEW_ENV]})
+    assert posted.status_code == 202, posted.text
+    job = _finished(http, posted.json()["id"])
+    assert [r["result"]["status"] for r in job["runs"]] == ["ok"] * SPREAD_RUNS, job
+    hosts = {r["host"] for r in job["runs"]}
+    assert len(hosts) == SCALED_WORKERS and None not in hosts, hosts
