@@ -52,6 +52,13 @@ def test_a_block_shares_one_budget_and_the_sooner_deadline_wins() -> None:
     assert bounded(r"x").search("x") is not None  # outside the block: its own budget again
 
 
+def test_a_block_is_spent_by_matching_only_not_by_the_work_between_its_calls() -> None:
+    """A busy host stretches an import's other work (parsing its Python): no attack."""
+    with within(0.2):
+        time.sleep(0.3)
+        assert bounded(r"\.(onnx|pt)$").search("model.onnx") is not None
+
+
 @pytest.mark.parametrize(("pattern", "flags", "text"), [
     (r"^(?P<key>[a-z]+):\s*(?P<value>.*?)\s*$", re.M, "title: x  \nstate:\tOPEN\n"),
     (r"(?<![\w.])(\w+)\.defined\(\)", 0, "a.b.defined() && c.defined()"),

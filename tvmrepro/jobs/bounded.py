@@ -11,7 +11,10 @@ the text cost it (no suspects, a report refused), never hangs.
 
 `within(seconds)` gives a whole piece of work one budget that its calls share (the frames of a
 megabyte of log are thousands of calls, each cheap): a call gets the smaller of its own budget
-and what is left of the block's, and one that finds nothing left raises `TooSlow` at once.
+and what is left of the block's, and one that finds nothing left raises `TooSlow` at once. A
+block's budget is spent by its calls' matching only, not by the work between them: on a busy
+host a report's import (parsing its Python, reading its blocks) may take seconds of wall clock
+for a few milliseconds of patterns, and is no attack.
 
 The engine is compiled at first use: importing `regex` costs about 45 ms, which a command that
 matches nothing does not pay.
@@ -35,7 +38,16 @@ R = TypeVar("R")
 # made to backtrack for hours.
 CALL_BUDGET_S = 1.0
 TEXT_CAP = 4 << 20  # characters of one text a call reads at most
-_DEADLINE: ContextVar[float | None] = ContextVar("tvmrepro_bounded_deadline", default=None)
+
+
+class _Share:
+    """What is left of one `within` block's budget, spent by its calls as they match."""
+
+    def __init__(self, seconds: float) -> None:
+        self.left = seconds
+
+
+_SHARES: ContextVar[tuple[_Share, ...]] = ContextVar("tvmrepro_bounded_shares", default=())
 
 
 class TooSlow(BadInput):
@@ -49,15 +61,13 @@ class TooSlow(BadInput):
 
 @contextlib.contextmanager
 def within(seconds: float) -> Iterator[None]:
-    """Every Bounded call in the block shares `seconds` (inside another block: the sooner of
-    the two deadlines)."""
-    outer = _DEADLINE.get()
-    deadline = time.monotonic() + seconds
-    token = _DEADLINE.set(deadline if outer is None else min(outer, deadline))
+    """Every Bounded call in the block shares `seconds` of matching (inside another block: each
+    call spends both blocks' budgets)."""
+    token = _SHARES.set((*_SHARES.get(), _Share(seconds)))
     try:
         yield
     finally:
-        _DEADLINE.reset(token)
+        _SHARES.reset(token)
 
 
 def time_bounded(seconds: float) -> Callable[[Callable[P, R]], Callable[P, R]]:
@@ -86,19 +96,22 @@ class Bounded:
         return self._compiled
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        budget = self.budget_s
-        deadline = _DEADLINE.get()
-        if deadline is not None:
-            budget = min(budget, deadline - time.monotonic())
-            if budget <= 0:
-                raise TooSlow(self.pattern, self.budget_s)
+        shares = _SHARES.get()
+        budget = min([self.budget_s, *(share.left for share in shares)])
+        if budget <= 0:
+            raise TooSlow(self.pattern, self.budget_s)
         function: Callable[..., Any] = getattr(self._engine(), method)
+        started = time.monotonic()
         try:
             found = function(*args, concurrent=True, timeout=budget, **kwargs)
             # An iterator matches as it is read: read it here, within the budget.
             return list(found) if method == "finditer" else found
         except TimeoutError as exc:
             raise TooSlow(self.pattern, self.budget_s) from exc
+        finally:
+            spent = time.monotonic() - started
+            for share in shares:
+                share.left -= spent
 
     def search(self, text: str, pos: int = 0) -> Any:
         """`re.Pattern.search`, within the budget (TooSlow past it)."""
