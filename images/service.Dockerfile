@@ -20,8 +20,9 @@ FROM ${BASE_IMAGE}
 LABEL org.opencontainers.image.title="tvm-repro service (API and worker)"
 RUN useradd --system --uid 10000 --user-group --create-home --home-dir /home/tvmrepro \
         --shell /usr/sbin/nologin tvmrepro \
-    && mkdir -p /data \
-    && chown tvmrepro:tvmrepro /data
+    && mkdir -p /data /artifacts \
+    && chown tvmrepro:tvmrepro /data /artifacts \
+    && chmod 2775 /artifacts
 COPY --from=build /opt/service /opt/service
 ENV PATH=/opt/service/bin:/usr/local/bin:/usr/bin:/bin \
     PYTHONUNBUFFERED=1 \

@@ -33,10 +33,11 @@ from tvmrepro.jobs.bisect import BISECT
 from tvmrepro.jobs.bisect.given import checked
 from tvmrepro.jobs.comparisons import run_comparison
 from tvmrepro.jobs.kinds import KINDS
+from tvmrepro.jobs.release import release_quietly
 from tvmrepro.jobs.settling import finish_run
 from tvmrepro.jobs.submission import Submission
 from tvmrepro.jobs.views import iso
-from tvmrepro.queue import broker_ping, drop_waiting_messages, make_celery, publish_run
+from tvmrepro.queue import broker_ping, drop_waiting_messages, make_celery
 from tvmrepro.results import Result, Status
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store, open_store
@@ -69,7 +70,8 @@ class JobService:
         """Connect to the store (creating its tables; its writes announced where the broker is
         Redis: tvmrepro.store.notices) and the broker of these settings."""
         store = open_store(settings.store_url,
-                           notices=notices_for(settings.redis_url, settings.redis_prefix))
+                           notices=notices_for(settings.redis_url, settings.redis_prefix),
+                           artifacts=settings.artifacts_dir)
         return cls(settings, store, make_celery(settings))
 
     def _runs_ended(self, job_id: str) -> bool:
@@ -100,20 +102,17 @@ class JobService:
 
     def _drop_messages(self, runs: list[RunRow]) -> None:
         # Runs that ended without a worker (cancelled, expired) leave their queue: one that no
-        # worker serves would keep their messages in Redis for good.
+        # worker serves would keep their messages in Redis for good. A held run has none.
         try:
-            drop_waiting_messages(self.celery, runs)
+            drop_waiting_messages(self.celery, [run for run in runs if run.published_at])
         except Exception:
             log.exception("dropping the messages of %d ended runs failed", len(runs))
 
     def _publish(self, runs: list[RunRow]) -> None:
-        # Stored before published: a publish that fails leaves the run waiting in the
-        # store, and the workers' recovery sweep publishes it again.
-        try:
-            for run in runs:
-                publish_run(self.celery, run.id, run.environment, run.timeout_s)
-        except Exception:
-            log.exception("publishing runs failed; the recovery sweep will publish them")
+        # Stored held, then released as their lanes have room (tvmrepro.jobs.release): what
+        # this release leaves held, a worker's next release or recovery sweep publishes.
+        release_quietly(self.store, self.celery, {run.environment for run in runs},
+                        self.settings)
 
     # Reading ------------------------------------------------------------------
 
@@ -226,6 +225,9 @@ class JobService:
             if finish_run(self.store, run.job_id, run.id, result):
                 cancelled.append(run)
         self._drop_messages(cancelled)
+        # Their slots in flight are free: other runs of their lanes take them now.
+        release_quietly(self.store, self.celery, {run.environment for run in cancelled},
+                        self.settings)
         return Cancelled(id=job_id, cancelled_runs=len(cancelled))
 
     def health(self) -> Health:

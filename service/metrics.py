@@ -146,7 +146,13 @@ class ServiceCollector:
         blobs.add_metric([], size)
         files = _gauge("tvmrepro_blobs", "distinct file contents stored")
         files.add_metric([], count)
-        return [stored, blobs, files]
+        held = [value.size for value in self.service.store.artifacts.listing()]
+        artifacts = _gauge("tvmrepro_artifact_bytes", "bytes of the values kept in the artifact "
+                           "store instead of their rows (TVMREPRO_ARTIFACTS)")
+        artifacts.add_metric([], sum(held))
+        values = _gauge("tvmrepro_artifacts", "values kept in the artifact store")
+        values.add_metric([], len(held))
+        return [stored, blobs, files, artifacts, values]
 
     def _broker(self) -> list[Metric]:
         names = {name: (env, lane) for env in self.environments

@@ -7,7 +7,9 @@ since that boot, not psutil's wall-clock create time: that one adds the kernel's
 `btime`, which moves by a second when the clock is adjusted, and a live process
 then read as gone. Runs claimed in the store and sandbox containers
 carry the token of the process that owns them; recovery and the container
-sweep ask `token_alive` before taking them over.
+sweep ask `token_alive` before taking them over. A process of another host cannot be
+seen from here: its claims are held while its host has a live worker (`host_lost`, the
+lease of the workers' heartbeats).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import functools
 import os
 import socket
+from collections.abc import Collection
 from pathlib import Path
 
 # How far a wall-clock create time (older releases' tokens) may be from psutil's now.
@@ -81,6 +84,16 @@ def token_alive(token: str) -> bool | None:
         return False
 
 
-def claimer_gone(token: str) -> bool:
-    """True when a run's claimer is provably dead, or is this very process (an earlier attempt)."""
-    return token == process_token() or token_alive(token) is False
+def host_lost(token: str, live_hosts: Collection[str]) -> bool:
+    """True when the token names another host that has no live worker (`live_hosts`: those
+    with a worker's heartbeat within worker_stale_s): its lease on what it claimed is over.
+    This host is never lost: its own processes are told dead or alive by their pids."""
+    host = token_host(token)
+    return host is not None and host != socket.gethostname() and host not in live_hosts
+
+
+def claimer_gone(token: str, live_hosts: Collection[str] | None = None) -> bool:
+    """True when a run's claimer is provably dead, or is this very process (an earlier attempt),
+    or, given the hosts that have a live worker, runs on a host that has none."""
+    return (token == process_token() or token_alive(token) is False
+            or (live_hosts is not None and host_lost(token, live_hosts)))

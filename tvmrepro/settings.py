@@ -86,6 +86,9 @@ WAIT_EXPIRY_S = 86400.0
 # Runs at once per worker; 0: one per core, at least 2, at most one per default memory limit
 # (tvmrepro.queue.worker_concurrency), so one long run never holds a whole worker.
 WORKER_CONCURRENCY = 0
+# Runs of one lane (environment, short or long) published to the broker and not done; 0: twice
+# the live workers' slots, at least 4 (tvmrepro.jobs.release: fair release between submitters).
+RELEASE_WINDOW = 0
 # A message unacknowledged this long is handed out again by Redis: above the longest run.
 VISIBILITY_TIMEOUT_S = MAX_TIMEOUT_S + 600
 # A worker that stops reporting for this long no longer counts as serving its environments.
@@ -152,6 +155,12 @@ class Settings(BaseModel):
     torch_source: str | None = None
     # Where downloaded packages are kept (default: under the home); homes can share one.
     package_cache: Path | None = None
+    # The artifact store (tvmrepro.store.artifacts): the store's values of 256 KiB or more, in
+    # a folder every host of a deployment shares (default: under the home).
+    artifacts: Path | None = None
+    # Finished jobs older than this many days are removed with their artifacts by the
+    # workers' recovery sweep (tvmrepro.store.retention); 0 keeps every job.
+    retention_days: float = Field(default=0.0, ge=0)
     log_cap_bytes: int = Field(default=LOG_CAP_BYTES, gt=0)
     max_request_bytes: int = Field(default=MAX_REQUEST_BYTES, gt=0)
     max_queued_runs: int = Field(default=MAX_QUEUED_RUNS, ge=0)
@@ -185,6 +194,7 @@ class Settings(BaseModel):
     allowed_hosts: str = ""
     wait_expiry_s: float = Field(default=WAIT_EXPIRY_S, gt=0)
     worker_concurrency: int = Field(default=WORKER_CONCURRENCY, ge=0)
+    release_window: int = Field(default=RELEASE_WINDOW, ge=0)
     visibility_timeout_s: int = Field(default=VISIBILITY_TIMEOUT_S, gt=0)
     worker_stale_s: float = Field(default=WORKER_STALE_S, gt=0)
     reconcile_interval_s: float = Field(default=RECONCILE_INTERVAL_S, gt=0)
@@ -230,7 +240,7 @@ class Settings(BaseModel):
             raise ValueError("not an http(s) address")
         return value.rstrip("/")
 
-    @field_validator("home", "wheelhouse", "package_cache", "github_private_key")
+    @field_validator("home", "wheelhouse", "package_cache", "artifacts", "github_private_key")
     @classmethod
     def _expand(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None
@@ -272,6 +282,11 @@ class Settings(BaseModel):
     def cache_dir(self) -> Path:
         """The package cache shared by all environments (one download per wheel)."""
         return self.package_cache or self.home / "uv-cache"
+
+    @property
+    def artifacts_dir(self) -> Path:
+        """The artifact store's folder: TVMREPRO_ARTIFACTS, else under TVMREPRO_HOME."""
+        return self.artifacts or self.home / "artifacts"
 
     @property
     def store_url(self) -> str:

@@ -10,7 +10,7 @@ import threading
 import time
 
 from tvmrepro.environments import Environment
-from tvmrepro.queue import SETTLE_QUEUE, make_celery, queue_names
+from tvmrepro.queue import SETTLE_QUEUE, make_celery, queue_names, worker_concurrency
 from tvmrepro.settings import Settings
 from tvmrepro.store import open_store
 from worker.environments.building import BuildImages, Builds, missing_images
@@ -72,7 +72,7 @@ def run_worker(settings: Settings, envs: list[Environment], concurrency: int | N
     `follow_provisioned`: also serve each CPU environment provisioned on this home while the
     worker runs (worker.environments.following; the local runtime only). `frontends`: make
     their frontend flavours now, beside the serving, not at the first report that needs one."""
-    store = open_store(settings.store_url)
+    store = open_store(settings.store_url, artifacts=settings.artifacts_dir)
     # Images the engine lacks are built once the worker runs (worker.environments.building); their
     # environments are served meanwhile, and their queues consumed once the image is made.
     builds = Builds(missing_images(settings, envs))
@@ -88,6 +88,8 @@ def run_worker(settings: Settings, envs: list[Environment], concurrency: int | N
         make_flavours(settings, ready)
     app = make_celery(settings)
     app.conf.tvmrepro_environments = [env.id for env in envs]
+    # Runs it takes at once, as its heartbeat records them (tvmrepro.jobs.release's window).
+    app.conf.tvmrepro_concurrency = concurrency or worker_concurrency(settings)
     app.conf.tvmrepro_builds = builds
     app.conf.tvmrepro_follow_provisioned = follow_provisioned and settings.runtime == "local"
     app.conf.include = ["worker.tasks", "worker.github"]

@@ -8,10 +8,14 @@ looks, in the job store, at the unfinished runs of the environments it serves:
   published;
 - a running run whose claimer is provably dead (a process of this host that is
   gone; after HANDBACK_S, since Celery hands back the message of a pool process
-  that died by itself) or silent past its own time limit plus `claim_grace_s`
-  (a lost host), unless it was published again since it was claimed.
-Those are published again. A duplicate message is harmless: the task claims the
-run in the store first and drops it when it is done or held by a live process.
+  that died by itself), of another host that has no live worker any more (none
+  of its workers heartbeat within `worker_stale_s`: the lease), or silent past its
+  own time limit plus `claim_grace_s`, unless it was published again since it was
+  claimed.
+Those are published again; a held run (stored, not yet released: tvmrepro.jobs.release) is
+never lost, and each sweep releases what its environments' lanes have room for. A duplicate
+message is harmless: the task claims the run in the store first and drops it when it is done
+or held by a live process.
 Every sweep also ends the runs of any environment that have waited longer than
 `wait_expiry_s` (tvmrepro.expiry; their messages dropped from their queues), and has what a
 finisher that died left undone settled: the comparisons of a job whose last run it stored
@@ -30,8 +34,9 @@ from typing import Any
 from celery import Celery, bootsteps
 
 from tvmrepro.expiry import expire_waiting
+from tvmrepro.jobs.release import release
 from tvmrepro.lifecycle import RunState
-from tvmrepro.liveness import claimer_gone, process_token
+from tvmrepro.liveness import claimer_gone, host_lost, process_token
 from tvmrepro.queue import (
     WORKER_LOST_WAIT_S,
     drop_finished_unacked,
@@ -61,7 +66,8 @@ FINISHER_GRACE_S = 120.0
 def record_heartbeat(app: Celery, store: Store, environments: list[str]) -> None:
     """This worker is alive and serves `environments` (and builds what its builds say)."""
     builds = app.conf.get("tvmrepro_builds")  # worker.environments.building: images being made
-    store.heartbeat(process_token(), environments, builds.steps() if builds is not None else None)
+    store.heartbeat(process_token(), environments, builds.steps() if builds is not None else None,
+                    app.conf.get("tvmrepro_concurrency"))  # its slots size the release window
 
 
 class Sweeper:
@@ -82,7 +88,9 @@ class Sweeper:
 
     def _waiting_lost(self, row: RunRow, empty: set[str], now: float,
                       unqueued: set[str]) -> bool:
-        published = row.published_at or 0.0
+        if row.published_at is None:
+            return False  # held: it has no message yet, and is released, not republished
+        published = row.published_at
         if published > now - SETTLE_S:
             return False
         if row.environment in empty:
@@ -91,12 +99,14 @@ class Sweeper:
                 return True
         return published < now - self.settings.requeue_after_s
 
-    def _running_lost(self, row: RunRow, now: float) -> bool:
+    def _running_lost(self, row: RunRow, now: float, live_hosts: set[str]) -> bool:
         published, claimed = row.published_at or 0.0, row.claimed_at or 0.0
         if published > claimed and published > now - self.settings.requeue_after_s:
             return False  # already published again since it was claimed
         if claimed + row.timeout_s + self.settings.claim_grace_s < now:
             return True  # silent past its own time limit: its host is lost
+        if host_lost(row.claimed_by or "", live_hosts):
+            return True  # no worker of its host heartbeats: the host is dead or cut off
         if not claimer_gone(row.claimed_by or ""):
             return False
         first_seen = self.gone_since.setdefault(f"{row.id}/{row.claimed_by}", now)
@@ -110,12 +120,14 @@ class Sweeper:
         self.gone_since = {k: v for k, v in self.gone_since.items() if k in claims}
         waiting_envs = {r.environment for r in rows if r.state == RunState.QUEUED}
         empty = {env for env in waiting_envs if queue_length(self.app, env) == 0}
+        # Read once per sweep, and only when some run is held (then it is needed).
+        live_hosts = self.store.live_hosts(self.settings.worker_stale_s) if claims else set()
         lost: list[RunRow] = []
         unqueued: set[str] = set()
         for row in rows:
             waiting, running = row.state == RunState.QUEUED, row.state == RunState.RUNNING
             if ((waiting and self._waiting_lost(row, empty, now, unqueued))
-                    or (running and self._running_lost(row, now))):
+                    or (running and self._running_lost(row, now, live_hosts))):
                 lost.append(row)
         self.unqueued = unqueued - {row.id for row in lost}
         return lost
@@ -162,6 +174,10 @@ class Sweeper:
             drop_finished_unacked(self.app, {q for e in self.environments for q in queue_names(e)},
                                   lambda: {r.id for r in self.store.unfinished(self.environments)})
             self.settle_left()
+            # Held runs into the slots free in its lanes (a releaser that died left them held).
+            release(self.store, self.app, self.environments, self.settings)
+            # Old jobs and their artifacts go (at most hourly: tvmrepro.store.retention).
+            self.store.prune_when_due(self.settings.retention_days)
         except Exception:
             log.exception("recovery sweep failed; trying again in %.0f s",
                           self.settings.reconcile_interval_s)

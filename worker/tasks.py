@@ -33,11 +33,12 @@ from tvmrepro.jobs.bisect.steps import after_run as bisection_step
 from tvmrepro.jobs.kind import Publish
 from tvmrepro.jobs.kinds import KINDS
 from tvmrepro.jobs.narrow.steps import narrowing
+from tvmrepro.jobs.release import release_quietly, releaser
 from tvmrepro.jobs.settling import finish_run, settle_quietly
 from tvmrepro.jobs.stored_ir import within_job_ir_cap
 from tvmrepro.lifecycle import Action, Claim, RunState
 from tvmrepro.liveness import claimer_gone, process_token
-from tvmrepro.queue import RUN_TASK, SETTLE_TASK, publish_runs, worker_concurrency
+from tvmrepro.queue import RUN_TASK, SETTLE_TASK, worker_concurrency
 from tvmrepro.results import Result, Status
 from tvmrepro.settings import Settings
 from tvmrepro.store import Store, StoreAway
@@ -80,7 +81,8 @@ def _make_context(app: Celery) -> WorkerContext:
     if _context is None or _context.pid != os.getpid() or _context.settings != settings:
         # Its writes announce the jobs they change (the API's long-polls wake on them).
         notices = notices_for(settings.redis_url, settings.redis_prefix)
-        _context = WorkerContext(settings, Store(settings.store_url, notices=notices),
+        _context = WorkerContext(settings, Store(settings.store_url, notices=notices,
+                                                 artifacts=settings.artifacts_dir),
                                  make_runtime(settings.runtime, settings), os.getpid())
         served = app.conf.get("tvmrepro_environments") or []
         if served:
@@ -199,19 +201,34 @@ def finish(ctx: WorkerContext, claim: Claim, result: Result) -> bool:
                           infra_error(claim, "StoreError", reason))
 
 
+def late_finish(ctx: WorkerContext, claim: Claim) -> None:
+    """Log a result the store refused because the run has one already: another process took
+    the run over and stored it first (this host was frozen or cut off past its lease, or the
+    run silent past its time limit). Nothing else is to be done: the run keeps that result."""
+    row = ctx.store.run(claim.job_id, claim.run_id)
+    log.warning("run %s already had a result (claimed since by %s): this one is dropped",
+                claim.run_id, row.claimed_by if row is not None else None)
+
+
 @shared_task(name=RUN_TASK, bind=True, autoretry_for=(StoreAway,),
              max_retries=STORE_RETRIES, retry_backoff=True, retry_jitter=False)
 def run(self: Task, run_id: str) -> str:
     """Claim, run and store one run; says what it did (run, skipped, duplicate)."""
     ctx = context(self.app)
     settings = ctx.settings
+    # A claim of another host is taken over once that host has no live worker (the lease).
+    gone = partial(claimer_gone, live_hosts=ctx.store.live_hosts(settings.worker_stale_s))
     claim = ctx.store.claim(run_id, process_token(), settings.max_deliveries,
-                            settings.claim_grace_s, claimer_gone)
+                            settings.claim_grace_s, gone)
     if claim.action is Action.SKIP:
         return "skipped"
     stored = finish(ctx, claim, execute(ctx, claim))
+    if not stored:
+        late_finish(ctx, claim)
     # What the job's kind does after a run: a bisection's next step, a triage's known issues.
-    KINDS[claim.kind].after_run(ctx.store, partial(publish_runs, self.app), claim.job_id)
+    KINDS[claim.kind].after_run(ctx.store, releaser(ctx.store, self.app, settings), claim.job_id)
+    # Its slot is free: the next held run of its lane goes (tvmrepro.jobs.release).
+    release_quietly(ctx.store, self.app, [claim.environment], settings)
     bot_after_run(self.app, ctx.store, claim.job_id)  # the GitHub bot's issues it finished
     return "stored" if stored else "duplicate"
 
@@ -231,5 +248,6 @@ def settle_job(store: Store, publish: Publish, job_id: str) -> None:
 def settle(self: Task, job_id: str) -> str:
     """`settle_job`, in a pool process, beside the runs: never in the worker's main process,
     whose recovery sweep found it on the thread that heartbeats."""
-    settle_job(context(self.app).store, partial(publish_runs, self.app), job_id)
+    ctx = context(self.app)
+    settle_job(ctx.store, releaser(ctx.store, self.app, ctx.settings), job_id)
     return "settled"

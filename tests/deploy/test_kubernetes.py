@@ -166,3 +166,17 @@ def test_keda_scales_the_worker_on_metrics_the_api_exposes(tmp_path: Path) -> No
                for sample in family.samples}
     asked = set(re.findall(r"\b(tvmrepro_\w+)\{", query))
     assert asked == {"tvmrepro_queued_runs", "tvmrepro_running_runs"} and asked <= exposed
+
+
+def test_every_pod_mounts_the_shared_artifact_store() -> None:
+    (claim,) = of_kind("PersistentVolumeClaim")
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]  # pods on any node share it
+    (config,) = of_kind("ConfigMap")
+    folder = config["data"]["TVMREPRO_ARTIFACTS"]
+    for deployment in of_kind("Deployment"):
+        pod = deployment["spec"]["template"]["spec"]
+        volumes = {v["name"] for v in pod["volumes"]
+                   if v.get("persistentVolumeClaim", {}).get("claimName") == claim["metadata"]["name"]}
+        (container,) = [c for c in pod["containers"] if c["name"] in ("api", "worker")]
+        mounted = {m["mountPath"] for m in container["volumeMounts"] if m["name"] in volumes}
+        assert mounted == {folder}, deployment["metadata"]["name"]

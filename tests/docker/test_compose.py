@@ -54,6 +54,9 @@ BUILD_TIMEOUT_S = 900
 # The environment the test's worker serves: one is enough to see the worker build its image
 # and a job wait for it (the default, three, is checked on the file); each costs a build.
 SERVED = (NEW_ENV,)
+# `--scale worker=3`, then a job of 9 runs: one at a time per worker, so each takes some.
+SCALED_WORKERS = 3
+SPREAD_RUNS = 9
 
 
 def compose() -> str:

@@ -86,6 +86,24 @@ def test_a_finished_job_shows_its_runs_its_worker_and_its_durations(stack: Stack
     assert value(after, "tvmrepro_metrics_source_up", source="broker") == 1
 
 
+def test_a_large_log_leaves_its_row_for_the_artifact_store_which_the_metrics_count(
+        stack: Stack) -> None:
+    before = scrape(stack)
+    line = "x" * 1023
+    printed = {"title": "large log", "script": f"for _ in range(400):\n    print({line!r})\n"}
+    job = stack.wait(stack.submit({"case": printed, "environments": [NEW_ENV],
+                                   "bypass_cache": True})["id"])
+    (run,) = job["runs"]
+    assert run["result"]["status"] == "ok", dump(job)
+    # The whole stdout comes back through the API, read from the artifact store.
+    log = stack.http.get(f"/api/v1/jobs/{job['id']}/runs/{run['id']}/log")
+    assert log.status_code == 200 and log.json()["stdout"].count(line) == 400, log.text[:300]
+    after = scrape(stack)
+    assert value(after, "tvmrepro_artifacts") >= value(before, "tvmrepro_artifacts") + 1
+    assert value(after, "tvmrepro_artifact_bytes") >= value(
+        before, "tvmrepro_artifact_bytes") + 400 * 1024
+
+
 def test_the_queue_grows_while_runs_wait_for_an_unserved_environment(stack: Stack) -> None:
     lanes = {"short": script(uuid.uuid4().hex),
              "long": script(uuid.uuid4().hex, timeout_s=LONG_TIMEOUT_S)}

@@ -18,7 +18,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
         url = f"sqlite:///{tmp_path / 'store.sqlite'}"
     else:
         url = request.getfixturevalue("clean_postgres")
-    opened = Store(url)
+    opened = Store(url, artifacts=tmp_path / "artifacts")
     opened.create_schema()
     yield opened
     opened.dispose()

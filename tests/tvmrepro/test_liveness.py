@@ -9,7 +9,7 @@ import subprocess
 import psutil
 import pytest
 
-from tvmrepro.liveness import claimer_gone, pid_alive, process_token, token_alive
+from tvmrepro.liveness import claimer_gone, host_lost, pid_alive, process_token, token_alive
 
 NO_SUCH_PID = 2 ** 22 + 1  # above the kernel's pid_max
 
@@ -24,6 +24,15 @@ def test_tokens_of_live_and_dead_processes() -> None:
     assert token_alive(f"elsewhere:{NO_SUCH_PID}:1.00") is None  # another host: cannot know
     assert not claimer_gone(f"elsewhere:{NO_SUCH_PID}:1.00")
     assert claimer_gone(process_token())  # this very process: an earlier attempt of ours
+
+
+def test_another_host_is_lost_once_it_has_no_live_worker() -> None:
+    other = f"elsewhere:{NO_SUCH_PID}:1.00"
+    assert host_lost(other, set()) and claimer_gone(other, live_hosts=set())
+    assert not host_lost(other, {"elsewhere"}) and not claimer_gone(other, live_hosts={"elsewhere"})
+    assert not host_lost(process_token(os.getppid()), set())  # this host: its pids decide
+    assert not claimer_gone(process_token(os.getppid()), live_hosts=set())
+    assert not host_lost("", set())  # no claimer at all
 
 
 def test_a_reused_pid_is_not_the_same_process() -> None:

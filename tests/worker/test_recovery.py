@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import sqlalchemy as sa
 from service.jobs import JobService
 from tests.fakes.runtime import FakeRuntime
 from tvmrepro.environments import default_catalog
-from tvmrepro.liveness import process_token
+from tvmrepro.liveness import claimer_gone, process_token
 from tvmrepro.queue import SHORT_RUN_S, queue_length, queue_name
 from tvmrepro.settings import Settings
 from tvmrepro.store import schema
@@ -28,6 +29,7 @@ from worker.recovery import HANDBACK_S, SETTLE_S, Sweeper
 ENV = "tvm-0.27.0.post1-cpu"
 REQUEUE_AFTER_S, CLAIM_GRACE_S, TIMEOUT_S = 60.0, 5.0, 10
 OTHER_HOST = f"not-{socket.gethostname()}:4242:1.00"  # a claimer whose liveness we cannot see
+OTHER_WORKER = f"not-{socket.gethostname()}:4200:1.00"  # the main process of that host's worker
 DEAD_HERE = f"{socket.gethostname()}:{2 ** 22 + 7}:1.00"  # above pid_max: never a live process
 
 
@@ -121,14 +123,39 @@ def test_a_run_waiting_past_requeue_after_is_published_again_even_with_a_queue(
     assert lost(sweeper) == [(run_id, ENV)]
 
 
-def test_a_claimer_on_a_lost_host_is_given_up_after_the_time_limit_and_grace(
+def test_a_claimer_on_a_host_that_heartbeats_is_given_up_after_the_time_limit_and_grace(
         service: JobService, sweeper: Sweeper) -> None:
     run_id = submit(service)
+    service.store.heartbeat(OTHER_WORKER, [ENV])  # the host lives: its lease holds
     claimed(service, run_id, OTHER_HOST, ago_s=TIMEOUT_S + CLAIM_GRACE_S - 2)
     assert lost(sweeper) == []  # its host may still be running it
     claimed_at = time.time() - TIMEOUT_S - CLAIM_GRACE_S - 1
     set_row(service, run_id, claimed_at=claimed_at, published_at=claimed_at - 1)
     assert lost(sweeper) == [(run_id, ENV)]
+
+
+def make_stale(service: JobService, worker: str) -> None:
+    """The worker's last heartbeat is older than worker_stale_s (its host went silent)."""
+    with service.store.engine.begin() as conn:
+        conn.execute(schema.workers.update().where(schema.workers.c.id == worker).values(
+            heartbeat_at=time.time() - service.settings.worker_stale_s - 1))
+
+
+def test_a_claim_of_a_host_whose_workers_went_silent_is_taken_over_at_once(
+        service: JobService, sweeper: Sweeper) -> None:
+    run_id = submit(service)
+    service.store.heartbeat(OTHER_WORKER, [ENV])
+    claimed(service, run_id, OTHER_HOST, ago_s=1)
+    stale_s = service.settings.worker_stale_s
+    assert service.store.live_hosts(stale_s) == {f"not-{socket.gethostname()}"}
+    assert lost(sweeper) == []
+    held = partial(claimer_gone, live_hosts=service.store.live_hosts(stale_s))
+    assert service.store.claim(run_id, "taker:1:1.00", 3, CLAIM_GRACE_S, held).action == "skip"
+    make_stale(service, OTHER_WORKER)  # the host is dead or cut off: its lease ran out
+    assert service.store.live_hosts(stale_s) == set()
+    assert lost(sweeper) == [(run_id, ENV)]  # at once: no pool process of it hands anything back
+    gone = partial(claimer_gone, live_hosts=service.store.live_hosts(stale_s))
+    assert service.store.claim(run_id, "taker:1:1.00", 3, CLAIM_GRACE_S, gone).action == "run"
 
 
 def test_a_run_published_again_since_it_was_claimed_is_left_alone(

@@ -23,7 +23,8 @@ from tvmrepro.store.rows import JobRow, RunRow
 if TYPE_CHECKING:
     from tvmrepro.jobs.submission import Submission
 
-Publish = Callable[[list[RunRow]], None]  # queue runs stored as waiting for a worker
+# Release runs stored as waiting (held) to their queues as room allows (tvmrepro.jobs.release).
+Publish = Callable[[list[RunRow]], None]
 Section = Callable[[JobView, Catalog], list[str]]  # a kind's lines of a job's report
 Request = TypeVar("Request")  # the kind's member of the request union (tvmrepro.api.requests)
 

@@ -113,10 +113,11 @@ class Submission:
                 id=uuid.uuid4().hex, job_id=job_id, ordinal=len(runs), variant=run.variant,
                 environment=run.env.id, state=RunState.DONE if hit else RunState.QUEUED,
                 cache_key=key, cached=hit is not None, result_id=hit, timeout_s=case.timeout_s,
-                created_at=self.now, published_at=None if hit else self.now,
+                created_at=self.now, published_at=None,  # held until released
                 finished_at=self.now if hit else None))
         return runs
 
     def published(self, runs: list[RunRow]) -> None:
-        """Publish the runs that wait for a worker (those from the cache are done)."""
+        """Release the runs that wait for a worker (those from the cache are done): stored
+        held, each goes to its queue as its lane has room (tvmrepro.jobs.release)."""
         self.publish([run for run in runs if run.state == RunState.QUEUED])

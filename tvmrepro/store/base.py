@@ -14,8 +14,10 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from tvmrepro.settings import Settings
 from tvmrepro.store import migrations
 from tvmrepro.store import schema as t
+from tvmrepro.store.artifacts import Artifacts
 from tvmrepro.store.engine import make_engine
 
 SCHEMA_ATTEMPTS = 5  # a first start may wait long for another's lock
@@ -44,12 +46,21 @@ def store_exists(url: str) -> bool:
     return parsed.get_backend_name() != "sqlite" or Path(parsed.database or "").exists()
 
 
-class StoreBase:
-    """A database's engine, its write transactions and its schema; thread-safe."""
+def default_artifacts() -> Path:
+    """The artifact store's folder of a store opened without one: the settings' own."""
+    return Settings.from_env().artifacts_dir
 
-    def __init__(self, url: str, pooled: bool = True, notices: ChangeNotices | None = None) -> None:
+
+class StoreBase:
+    """A database's engine, its write transactions and its schema, and the artifact store
+    of its large values (`artifacts`: its folder; None: the settings', TVMREPRO_ARTIFACTS);
+    thread-safe."""
+
+    def __init__(self, url: str, pooled: bool = True, notices: ChangeNotices | None = None,
+                 artifacts: Path | None = None) -> None:
         self.url, self.notices = url, notices
         self.engine = make_engine(url, pooled)
+        self.artifacts = Artifacts(artifacts if artifacts is not None else default_artifacts())
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:

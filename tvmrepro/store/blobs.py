@@ -30,12 +30,19 @@ class BlobRows(StoreBase):
         store holds already left as they are; how many were new."""
         if not blobs:
             return 0
+        # Large contents go to the artifact store first (named by the same digest), outside
+        # the transaction: a file held already only has its time renewed.
+        spilled = {digest: self.artifacts.spill_bytes(data) for digest, data in blobs.items()}
+        now = time.time()
         with self._write() as conn:
-            held = set(conn.execute(sa.select(t.blobs.c.sha256)
-                                    .where(t.blobs.c.sha256.in_(sorted(blobs)))).scalars())
-            now = time.time()
-            new = [{"sha256": digest, "size": len(data), "content": data, "created_at": now}
-                   for digest, data in blobs.items() if digest not in held]
+            # Those held are renewed first: the retention sweep takes only blobs unnamed for
+            # an hour, so it never takes one that this submission is about to name.
+            wanted = t.blobs.c.sha256.in_(sorted(blobs))
+            conn.execute(t.blobs.update().where(wanted).values(created_at=now))
+            held = set(conn.execute(sa.select(t.blobs.c.sha256).where(wanted)).scalars())
+            new = [{"sha256": digest, "size": len(blobs[digest]), "content": content,
+                    "content_ref": ref, "created_at": now}
+                   for digest, (content, ref) in spilled.items() if digest not in held]
             for row in new:  # one at a time: a statement of 32 MiB of parameters is enough
                 conn.execute(_insert_new(conn), row)
         return len(new)
@@ -44,10 +51,11 @@ class BlobRows(StoreBase):
         """The contents of these digests that the store holds."""
         if not digests:
             return {}
-        query = (sa.select(t.blobs.c.sha256, t.blobs.c.content)
+        query = (sa.select(t.blobs.c.sha256, t.blobs.c.content, t.blobs.c.content_ref)
                  .where(t.blobs.c.sha256.in_(sorted(set(digests)))))
         with self.engine.connect() as conn:
-            return {row.sha256: bytes(row.content) for row in conn.execute(query)}
+            rows = list(conn.execute(query))
+        return {row.sha256: self.artifacts.content(row.content, row.content_ref) for row in rows}
 
     def blob_sizes(self) -> dict[str, int]:
         """Every stored digest and its size (what the store holds of files)."""

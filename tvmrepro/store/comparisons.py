@@ -13,20 +13,23 @@ from sqlalchemy.engine import Connection
 
 from tvmrepro.lifecycle import RunState
 from tvmrepro.store import schema as t
+from tvmrepro.store.artifacts import Artifacts
 from tvmrepro.store.base import StoreBase, changed
 
 # A finished job's comparisons and symbol traces, as made by the job layer.
 Compared = tuple[Sequence[BaseModel], Sequence[BaseModel]]
 
 
-def insert_comparisons(conn: Connection, job_id: str, found: Compared, runs: int) -> None:
-    """Write a finished job's comparisons and symbol traces (inside the caller's transaction)."""
+def insert_comparisons(conn: Connection, artifacts: Artifacts, job_id: str, found: Compared,
+                       runs: int) -> None:
+    """Write a finished job's comparisons and symbol traces (inside the caller's transaction;
+    large ones in the artifact store, the row keeping {})."""
     comparisons, symbols = found
-    conn.execute(t.comparisons.insert().values(
-        job_id=job_id, data={
-            "comparisons": [comparison.model_dump(mode="json") for comparison in comparisons],
-            "symbols": [trace.model_dump(mode="json") for trace in symbols]},
-        runs=runs, created_at=time.time()))
+    data, ref = artifacts.spill_json({
+        "comparisons": [comparison.model_dump(mode="json") for comparison in comparisons],
+        "symbols": [trace.model_dump(mode="json") for trace in symbols]}, {})
+    conn.execute(t.comparisons.insert().values(job_id=job_id, data=data, data_ref=ref,
+                                               runs=runs, created_at=time.time()))
 
 
 class ComparisonRows(StoreBase):
@@ -44,7 +47,7 @@ class ComparisonRows(StoreBase):
             conn.execute(t.comparisons.delete().where(t.comparisons.c.job_id == job_id, stale))
             if conn.execute(sa.select(t.comparisons.c.job_id)
                             .where(t.comparisons.c.job_id == job_id)).first() is None:
-                insert_comparisons(conn, job_id, found, runs)
+                insert_comparisons(conn, self.artifacts, job_id, found, runs)
             changed(conn, [job_id])
 
     def jobs_of_results(self, result_ids: set[str], other_than: str) -> dict[str, str]:

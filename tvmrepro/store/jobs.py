@@ -12,6 +12,7 @@ import copy
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -29,7 +30,9 @@ from tvmrepro.store.comparisons import Compared, ComparisonRows, insert_comparis
 from tvmrepro.store.github import GitHubRows
 from tvmrepro.store.known_issues import KnownIssueRows
 from tvmrepro.store.narrowings import NarrowingRows
-from tvmrepro.store.results import ResultRows
+from tvmrepro.store.releases import ReleaseRows
+from tvmrepro.store.results import ResultRows, run_row, with_result
+from tvmrepro.store.retention import RetentionRows
 from tvmrepro.store.rows import JobRow, RunRow
 from tvmrepro.store.triages import TriageReportRow, TriageRows, insert_triage_reports, run_jobs_of_triages
 from tvmrepro.store.workers import WorkerRegistry
@@ -57,10 +60,21 @@ class BudgetSpent(QueueFull):
         self.submitter = submitter
 
 
-def open_store(url: str, pooled: bool = True, notices: ChangeNotices | None = None) -> Store:
-    """A store with its schema made (its writes announced to `notices`: tvmrepro.store.notices);
-    an unreachable or unwritable database is one ReproError."""
-    store = Store(url, pooled, notices)
+class CacheRemoved(QueueFull):
+    """A result the cache served the job from was removed meanwhile by retention (HTTP 429,
+    stored nothing): submitted again, the job runs what it lacks."""
+
+    def __init__(self, result_ids: set[str]) -> None:
+        ReproError.__init__(self, f"the cached results {', '.join(sorted(result_ids))} were "
+                                  "removed as the job was submitted; submit it again")
+
+
+def open_store(url: str, pooled: bool = True, notices: ChangeNotices | None = None,
+               artifacts: Path | None = None) -> Store:
+    """A store with its schema made (its writes announced to `notices`: tvmrepro.store.notices;
+    its large values in the folder `artifacts`, None: the settings'); an unreachable or
+    unwritable database is one ReproError."""
+    store = Store(url, pooled, notices, artifacts)
     try:
         store.create_schema()
     except sa.exc.SQLAlchemyError as exc:
@@ -71,11 +85,11 @@ def open_store(url: str, pooled: bool = True, notices: ChangeNotices | None = No
 
 
 class Store(ResultRows, ComparisonRows, WorkerRegistry, BisectionRows, NarrowingRows,
-            KnownIssueRows, TriageRows, BlobRows, GitHubRows):
+            KnownIssueRows, TriageRows, BlobRows, GitHubRows, ReleaseRows, RetentionRows):
     """Every read and write of jobs and runs; safe to share between threads of one process.
     The other table families are its parents (results, comparisons, workers, bisections,
-    narrowings, known_issues, triages, blobs, the GitHub bot's); the engine and schema are
-    StoreBase's."""
+    narrowings, known_issues, triages, blobs, the GitHub bot's, retention); the engine,
+    schema and artifact store are StoreBase's."""
 
     # Who submits what this store admits (None: no submitter, as a worker's own probes).
     admission: Admission | None = None
@@ -118,11 +132,12 @@ class Store(ResultRows, ComparisonRows, WorkerRegistry, BisectionRows, Narrowing
                     raise BudgetSpent(admission.submitter, spent)
             if waiting_new:
                 self._admit(conn, new_runs, cap)
+            self._check_served(conn, new_runs)
             conn.execute(t.jobs.insert(), [job.columns() for job, _ in jobs])
             if new_runs:
                 conn.execute(t.runs.insert(), [run.columns() for run in new_runs])
             for job_id, found in (settled or {}).items():
-                insert_comparisons(conn, job_id, found, counts[job_id])
+                insert_comparisons(conn, self.artifacts, job_id, found, counts[job_id])
             for job_id, rows in (triage_reports or {}).items():
                 insert_triage_reports(conn, job_id, rows)
 
@@ -139,6 +154,17 @@ class Store(ResultRows, ComparisonRows, WorkerRegistry, BisectionRows, Narrowing
         for env_id, count in sorted(new.items()):
             if waiting.get(env_id, 0) + count > cap:
                 raise QueueFull(waiting.get(env_id, 0), cap, env_id)
+
+    @staticmethod
+    def _check_served(conn: Connection, new_runs: list[RunRow]) -> None:
+        """CacheRemoved unless every result the new runs are served from is still stored
+        (retention removes jobs under the same lock: tvmrepro.store.retention)."""
+        served = {run.result_id for run in new_runs if run.cached and run.result_id}
+        if served:
+            held = set(conn.execute(sa.select(t.results.c.run_id)
+                                    .where(t.results.c.run_id.in_(served))).scalars())
+            if served - held:
+                raise CacheRemoved(served - held)
 
     @staticmethod
     def _count_waiting(conn: Connection) -> int:
@@ -218,15 +244,17 @@ class Store(ResultRows, ComparisonRows, WorkerRegistry, BisectionRows, Narrowing
             row = conn.execute(sa.select(t.jobs).where(t.jobs.c.id == job_id)).mappings().first()
             if row is None:
                 return None
-            query = (sa.select(t.runs, t.results.c.data.label("result"))
-                     .outerjoin(t.results, t.results.c.run_id == t.runs.c.result_id)
+            query = (sa.select(t.runs, *with_result()).outerjoin(
+                t.results, t.results.c.run_id == t.runs.c.result_id)
                      if results else sa.select(t.runs))
             query = query.where(t.runs.c.job_id == job_id).order_by(t.runs.c.ordinal)
-            runs = [RunRow.model_validate(dict(r)) for r in conn.execute(query).mappings()]
-            stored = conn.execute(sa.select(t.comparisons.c.data, t.comparisons.c.runs)
+            runs = [run_row(self.artifacts, r) for r in conn.execute(query).mappings()]
+            stored = conn.execute(sa.select(t.comparisons.c.data, t.comparisons.c.data_ref,
+                                            t.comparisons.c.runs)
                                   .where(t.comparisons.c.job_id == job_id)).first()
         # Comparisons made from fewer runs than the job has now are stale: not shown.
-        data = stored.data if stored is not None and stored.runs == len(runs) else None
+        data = (self.artifacts.json(stored.data, stored.data_ref)
+                if stored is not None and stored.runs == len(runs) else None)
         # {"comparisons", "symbols"}; a list: comparisons alone (stored by an older version).
         comparisons = data.get("comparisons") if isinstance(data, dict) else data
         symbols = data.get("symbols") if isinstance(data, dict) else None

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Connection
 from tvmrepro.lifecycle import RunState
 from tvmrepro.store import schema as t
 from tvmrepro.store.base import StoreBase
+from tvmrepro.store.results import run_row, with_result
 from tvmrepro.store.rows import RunRow
 
 
@@ -90,12 +91,12 @@ class TriageRows(StoreBase):
         found: dict[str, list[RunRow]] = {job_id: [] for job_id in job_ids}
         if not job_ids:
             return found
-        query = (sa.select(t.runs, t.results.c.data.label("result"))
+        query = (sa.select(t.runs, *with_result())
                  .outerjoin(t.results, t.results.c.run_id == t.runs.c.result_id)
                  if results else sa.select(t.runs))
         query = (query.where(t.runs.c.job_id.in_(job_ids))
                  .order_by(t.runs.c.job_id, t.runs.c.ordinal))
         with self.engine.connect() as conn:
             for row in conn.execute(query).mappings():
-                found[row["job_id"]].append(RunRow.model_validate(dict(row)))
+                found[row["job_id"]].append(run_row(self.artifacts, row))
         return found

@@ -51,7 +51,7 @@ def make_runs(store: Store, job_id: str, case: Case, options: Options, envs: lis
                 variant=options.variant, environment=env_id,
                 state=RunState.DONE if hit else RunState.QUEUED, cache_key=key,
                 cached=hit is not None, result_id=hit, timeout_s=case.timeout_s,
-                created_at=now, published_at=None if hit else now,
+                created_at=now, published_at=None,  # held until released
                 finished_at=now if hit else None))
     return runs
 

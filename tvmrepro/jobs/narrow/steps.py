@@ -44,7 +44,7 @@ def start(store: Store, job: JobRow, case: Case, options: NarrowOptions, cap: in
     run = RunRow(id=uuid.uuid4().hex, job_id=job.id, ordinal=0, variant=options.variant,
                  environment=options.environment, state=RunState.QUEUED,
                  cache_key=f"{options.kind}:{job.id}",  # never served from, nor serving, the cache
-                 timeout_s=options.run_timeout_s(case), created_at=now, published_at=now)
+                 timeout_s=options.run_timeout_s(case), created_at=now)  # held until released
     store.add_narrowing(job.id, options.kind, dataclasses.asdict(options), now)
     try:
         store.submit(job, [run], cap)
