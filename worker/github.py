@@ -31,7 +31,8 @@ def client_of(app: Celery) -> GitHubClient:
     settings: Settings = app.conf.get("tvmrepro_settings") or Settings.from_env()
     found = _clients.get(os.getpid())
     if found is None or found.settings != settings:
-        found = _clients[os.getpid()] = GitHubClient(settings, Store(settings.store_url))
+        store = Store(settings.store_url, artifacts=settings.artifacts_dir)
+        found = _clients[os.getpid()] = GitHubClient(settings, store)
     return found
 
 

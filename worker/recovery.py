@@ -83,7 +83,7 @@ class Sweeper:
         self.settled_until = 0.0  # jobs finished before it were settled by an earlier sweep
         self.asked: dict[str, float] = {}  # job -> when its settling was last published
         # No pool: the main process forks pool processes, which must inherit no connection.
-        self.store = Store(settings.store_url, pooled=False,
+        self.store = Store(settings.store_url, pooled=False, artifacts=settings.artifacts_dir,
                            notices=notices_for(settings.redis_url, settings.redis_prefix))
 
     def _waiting_lost(self, row: RunRow, empty: set[str], now: float,

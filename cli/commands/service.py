@@ -134,7 +134,7 @@ def _clean_after_kill(settings: Settings, token: str) -> None:
     from worker.runtimes import make_runtime
 
     try:
-        store = open_store(settings.store_url, pooled=False)
+        store = open_store(settings.store_url, pooled=False, artifacts=settings.artifacts_dir)
         try:
             store.forget_worker(token)
         finally:
@@ -150,7 +150,7 @@ def _service_settings() -> Settings:
 
     settings = Settings.from_env()
     settings.ensure_home()
-    open_store(settings.store_url)
+    open_store(settings.store_url, artifacts=settings.artifacts_dir)
     return settings
 
 

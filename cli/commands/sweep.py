@@ -75,7 +75,7 @@ def sweep_locally(old: Environment, new: Environment) -> SweepAnswer:
 
     settings = Settings.from_env()
     settings.ensure_home()
-    store = open_store(settings.store_url, pooled=False)
+    store = open_store(settings.store_url, pooled=False, artifacts=settings.artifacts_dir)
     try:
         with local_runtime("local", [old, new]) as runtime:
             return sweep(store, old, new, runtime)

@@ -172,7 +172,7 @@ def record_known_issues(reports: list[ImportedReport], answer: TriageAnswer,
     from tvmrepro.store import open_store
 
     settings.ensure_home()
-    store = open_store(settings.store_url, pooled=False)
+    store = open_store(settings.store_url, pooled=False, artifacts=settings.artifacts_dir)
     try:
         kept = record_triage(store, reports, answer, settings.tracker_url)
     finally:
@@ -188,7 +188,7 @@ def known_here(runs: list[dict[str, Any]], title: str, settings: Settings) -> li
     signatures = [found for run in runs if (found := result_bug_signature(run)) is not None]
     if not signatures or not store_exists(settings.store_url):
         return []
-    store = open_store(settings.store_url, pooled=False)
+    store = open_store(settings.store_url, pooled=False, artifacts=settings.artifacts_dir)
     try:
         return likely_duplicates(signatures, store.known_issues_failing_with(signatures), title)
     finally:

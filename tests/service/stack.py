@@ -93,7 +93,7 @@ class Stack:
         self.settings = Settings.from_env(self.environ)
         self.api: subprocess.Popen[bytes] | None = None
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
-        self.store = Store(self.settings.store_url)
+        self.store = Store(self.settings.store_url, artifacts=self.settings.artifacts_dir)
         self.store.create_schema()
         self.http = httpx.Client(base_url=self.url, timeout=30.0)
 

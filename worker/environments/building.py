@@ -115,7 +115,7 @@ def build_one(client: Any, settings: Settings, env: Environment, builds: Builds)
 def _record_fingerprint(settings: Settings, env: Environment) -> None:
     from worker.runtimes.docker import DockerRuntime
 
-    store = Store(settings.store_url, pooled=False)
+    store = Store(settings.store_url, pooled=False, artifacts=settings.artifacts_dir)
     try:
         prepare(DockerRuntime(settings), [env], store)
     finally:

@@ -39,7 +39,7 @@ def newly_provisioned(settings: Settings, served: list[str]) -> list[Environment
 
 
 def _record_fingerprints(settings: Settings, envs: list[Environment]) -> None:
-    store = Store(settings.store_url, pooled=False)
+    store = Store(settings.store_url, pooled=False, artifacts=settings.artifacts_dir)
     runtime = make_runtime(settings.runtime, settings)
     try:
         # The local runtime's fingerprint of a provisioned environment is its file: no build.
@@ -55,7 +55,7 @@ def _consume(consumer: Any, settings: Settings, envs: list[Environment],
     for env in envs:
         consume_queues(consumer, env.id, " (provisioned on this home since the worker started)")
         served.append(env.id)
-    store = Store(settings.store_url, pooled=False)
+    store = Store(settings.store_url, pooled=False, artifacts=settings.artifacts_dir)
     try:
         record_heartbeat(consumer.app, store, served)  # the API accepts its jobs from now on
     finally:
