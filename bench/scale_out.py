@@ -54,6 +54,7 @@ from tvmrepro.store import Store  # noqa: E402
 from tvmrepro.store import schema as t  # noqa: E402
 
 PG_SERVER = os.environ.get("TVMREPRO_BENCH_PG_SERVER", "postgresql://postgres@127.0.0.1:5432")
+PG_DRIVER_SERVER = PG_SERVER.replace("postgresql://", "postgresql+psycopg://")
 DEFAULT_ENV = "tvm-0.27.0.post1-cpu"
 JOB_RUNS = 5
 B_PERIOD_S = 6.0
@@ -81,6 +82,14 @@ def tiny_case(runs: int) -> dict[str, Any]:
             "variants": [{"name": f"v{n}", "passes": []} for n in range(runs)]}
 
 
+def _on_server(statement: str) -> None:
+    """One statement on the PostgreSQL server, outside a transaction (CREATE/DROP DATABASE)."""
+    server = sa.create_engine(f"{PG_DRIVER_SERVER}/postgres", isolation_level="AUTOCOMMIT")
+    with server.connect() as conn:
+        conn.execute(sa.text(statement))
+    server.dispose()
+
+
 class Deployment:
     """The API and two worker hosts on a PostgreSQL database and Redis prefix of their own."""
 
@@ -88,12 +97,8 @@ class Deployment:
         self.root = Path(tempfile.mkdtemp(prefix="tvmrepro-scale-out-"))
         self.database = f"tvmrepro_scale_{uuid.uuid4().hex[:8]}"
         self.prefix = f"scale-{uuid.uuid4().hex[:8]}:"
-        server = sa.create_engine(f"{PG_SERVER.replace('postgresql://', 'postgresql+psycopg://')}"
-                                  "/postgres", isolation_level="AUTOCOMMIT")
-        with server.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{self.database}"'))
-        server.dispose()
-        self.url = f"{PG_SERVER.replace('postgresql://', 'postgresql+psycopg://')}/{self.database}"
+        _on_server(f'CREATE DATABASE "{self.database}"')
+        self.url = f"{PG_DRIVER_SERVER}/{self.database}"
         self.port = 20000 + os.getpid() % 10000
         self.api_url = f"http://127.0.0.1:{self.port}"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -164,11 +169,7 @@ class Deployment:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(30)
         self.store.dispose()
-        server = sa.create_engine(f"{PG_SERVER.replace('postgresql://', 'postgresql+psycopg://')}"
-                                  "/postgres", isolation_level="AUTOCOMMIT")
-        with server.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)'))
-        server.dispose()
+        _on_server(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
         client = redis.Redis.from_url(BENCH_REDIS_URL)
         for key in client.scan_iter(f"{self.prefix}*"):
             client.delete(key)
